@@ -1,0 +1,413 @@
+"""The embedded default backend: ZooKeeper, Kafka brokers and Toxiproxy as local processes.
+
+All processes bind 127.0.0.1 on ports chosen by :func:`chaos.cluster.topology.plan`.
+Node processes are children of the driver, recorded in a
+:class:`chaos.process.Session`, so they are ended on every exit path and
+reaped by the next start if the driver was SIGKILLed.
+
+Readiness is judged by real checks, not by ports opening: ZooKeeper answers
+``srvr`` with a mode; every broker appears in DescribeCluster with a
+controller elected; ``__consumer_offsets`` exists with a leader for every
+partition; and a record is produced with ``acks=all`` through the proxies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from chaos.cluster.admin import ClusterAdmin, retry
+from chaos.cluster.backend import Capability
+from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
+from chaos.cluster.settings import (
+    jvm_args, broker_properties, log4j_properties, render_properties, zk_config,
+)
+from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
+from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
+from chaos.errors import InfrastructureError, UsageError
+from chaos.process import ManagedProcess, Session, terminate_on_sigterm
+
+READY_TOPIC = "chaos.ready"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLaunch:
+    """How to (re)start one node: its command line, log and working directory."""
+
+    name: str
+    argv: tuple[str, ...]
+    log_path: Path
+    config_path: Path
+    config: dict[str, str]
+
+
+class LocalCluster:
+    """A real cluster of local processes; use as a context manager.
+
+    >>> with LocalCluster(ClusterSpec(brokers=3)) as cluster:   # doctest: +SKIP
+    ...     cluster.kill(cluster.coordinator_of("g"))
+    """
+
+    capabilities = frozenset(Capability)
+    backend_name = "local"
+
+    def __init__(self, spec: ClusterSpec | None = None, *, detached: bool = False,
+                 kafka: KafkaRuntime | None = None, toxiproxy: ToxiproxyRuntime | None = None):
+        self.spec = spec or ClusterSpec()
+        self.kafka = kafka or kafka_runtime(self.spec.kafka_version)
+        self.toxiproxy_bin = toxiproxy or toxiproxy_runtime()
+        self.java = java_binary()
+        self.detached = detached
+        self.topology: Topology | None = None
+        self.session: Session | None = None
+        self._launch: dict[str, NodeLaunch] = {}
+        self._procs: dict[str, ManagedProcess] = {}
+        self._paused: set[str] = set()
+        self._admin: ClusterAdmin | None = None
+        self.proxy_api: ToxiproxyClient | None = None
+        self.startup_seconds: float | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "LocalCluster":
+        self._sigterm = terminate_on_sigterm()
+        self._sigterm.__enter__()
+        try:
+            return self.start()
+        except BaseException:
+            self._sigterm.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self._sigterm.__exit__(None, None, None)
+
+    def start(self) -> "LocalCluster":
+        """Start every node and return once the cluster is usable (see module doc)."""
+        t0 = time.monotonic()
+        self.session = Session("cluster", detached=self.detached)
+        try:
+            self.topology = plan(self.spec)
+            self._prepare_launches()
+            self._start_toxiproxy()
+            for zk in self.topology.zookeepers:
+                self._spawn(zk.node)
+            deadline = time.monotonic() + self.spec.start_timeout_s
+            for zk in self.topology.zookeepers:
+                self._wait_zk(zk.node, zk.client, deadline)
+            for b in self.topology.brokers:
+                self._spawn(b.node)
+            self._wait_usable(deadline)
+            self._write_state()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Kill every node and proxy and delete the cluster's directory."""
+        if self.session is not None:
+            self.session.close()
+        self._procs.clear()
+
+    # ------------------------------------------------------------ setup helpers
+    @property
+    def workdir(self) -> Path:
+        assert self.session is not None, "cluster not started"
+        return self.session.dir
+
+    def _prepare_launches(self) -> None:
+        topo = self.topology
+        assert topo is not None
+        for zk in topo.zookeepers:
+            d = self.workdir / zk.node
+            (d / "data").mkdir(parents=True)
+            (d / "data" / "myid").write_text(f"{zk.myid}\n")
+            cfg = zk_config(topo, zk, d / "data")
+            self._write_node(zk.node, d, cfg, "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.spec.zk_heap_mb,
+                             "zoo.cfg")
+        for b in topo.brokers:
+            d = self.workdir / b.node
+            (d / "data").mkdir(parents=True)
+            props = broker_properties(topo, b, d / "data")
+            self._write_node(b.node, d, props, "kafka.Kafka", self.spec.broker_heap_mb, "server.properties")
+
+    def _write_node(self, name: str, d: Path, cfg: dict[str, str], main: str, heap: int, cfg_name: str) -> None:
+        cfg_path = d / cfg_name
+        cfg_path.write_text(render_properties(cfg))
+        log = d / f"{name}.log"
+        (d / "log4j.properties").write_text(log4j_properties(log))
+        argv = (self.java, *jvm_args(heap), f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
+                f"-Dkafka.logs.dir={d}", "-cp", self.kafka.classpath, main, str(cfg_path))
+        self._launch[name] = NodeLaunch(name, argv, d / "stdout.log", cfg_path, cfg)
+
+    def _spawn(self, node: str) -> ManagedProcess:
+        launch = self._launch[node]
+        assert self.session is not None
+        proc = self.session.spawn(node, launch.argv, launch.log_path, cwd=launch.config_path.parent)
+        self._procs[node] = proc
+        self._paused.discard(node)
+        return proc
+
+    def _start_toxiproxy(self) -> None:
+        topo = self.topology
+        assert topo is not None and self.session is not None
+        argv = (str(self.toxiproxy_bin.binary), "-host", LOOPBACK, "-port", str(topo.toxiproxy_api))
+        self._procs["toxiproxy"] = self.session.spawn("toxiproxy", argv, self.workdir / "toxiproxy.log")
+        self.proxy_api = ToxiproxyClient(LOOPBACK, topo.toxiproxy_api)
+        deadline = time.monotonic() + 15
+        while not self.proxy_api.ping():
+            self._check_alive("toxiproxy")
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"toxiproxy did not answer on {LOOPBACK}:{topo.toxiproxy_api}: {self._procs['toxiproxy'].log_tail()}")
+            time.sleep(0.05)
+        self.proxy_api.populate([
+            ProxySpec(l.name, f"{LOOPBACK}:{l.listen_port}", f"{LOOPBACK}:{l.upstream_port}") for l in topo.links
+        ])
+
+    def _check_alive(self, node: str) -> None:
+        proc = self._procs[node]
+        if not proc.alive():
+            tail = proc.log_tail()
+            node_log = self.workdir / node / f"{node}.log"
+            if node_log.exists():
+                tail = " | ".join(node_log.read_text(errors="replace").strip().splitlines()[-3:]) or tail
+            hint = " (a port is already in use: retry, or pick another base_port)" if "Address already in use" in tail else ""
+            raise InfrastructureError(f"{node} exited with code {proc.popen.returncode}{hint}: {tail[-600:]}")
+
+    def _wait_zk(self, node: str, port: int, deadline: float) -> None:
+        while True:
+            self._check_alive(node)
+            mode = zk_mode(port)
+            if mode in ("standalone", "leader", "follower"):
+                return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"{node} did not become ready (srvr answered {mode!r}): {self._procs[node].log_tail()}")
+            time.sleep(0.1)
+
+    def _wait_usable(self, deadline: float) -> None:
+        topo = self.topology
+        assert topo is not None
+        want = [b.broker_id for b in topo.brokers]
+
+        def brokers_and_controller():
+            for b in topo.brokers:
+                self._check_alive(b.node)
+            ids = self.admin.broker_ids()
+            return True if ids == want and self.admin.controller_id() is not None else None
+
+        retry(brokers_and_controller, deadline, f"brokers {want} to register and a controller to be elected")
+        retry(lambda: self.admin.coordinator_id("chaos-ready"), deadline, "__consumer_offsets to be created")
+
+        def offsets_led():
+            desc = self.admin.describe_topic("__consumer_offsets")
+            return True if all(p.leader is not None and p.leader.id >= 0 for p in desc.partitions) else None
+
+        retry(offsets_led, deadline, "every __consumer_offsets partition to have a leader")
+        self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf)
+        retry(lambda: self.produce_probe(READY_TOPIC), deadline, "an acks=all produce through the proxies")
+
+    def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0) -> int | None:
+        """Produce one record with ``acks=all`` via ``lane``; its offset, or None if not acked."""
+        result: dict[str, Any] = {}
+
+        def on_delivery(err, msg):
+            result["err"], result["offset"] = err, (msg.offset() if err is None else None)
+
+        p = Producer({"bootstrap.servers": self.bootstrap(lane), "acks": "all", "message.timeout.ms": int(timeout * 1000),
+                      "log_level": 0})
+        p.produce(topic, b"probe", on_delivery=on_delivery)
+        p.flush(timeout + 1)
+        return result.get("offset")
+
+    def _write_state(self) -> None:
+        (self.workdir / "cluster.json").write_text(json.dumps(self.status(), indent=2, default=str))
+
+    # ------------------------------------------------------------ accessors
+    @property
+    def admin(self) -> ClusterAdmin:
+        if self._admin is None:
+            self._admin = ClusterAdmin(self.bootstrap(CONTROL_LANE))
+        return self._admin
+
+    def bootstrap(self, lane: str = CONTROL_LANE) -> str:
+        assert self.topology is not None, "cluster not started"
+        return self.topology.bootstrap(lane)
+
+    def _node(self, node: str) -> NodeLaunch:
+        if node not in self._launch:
+            raise UsageError(f"unknown node {node!r}: nodes are {', '.join(self._launch)}")
+        return self._launch[node]
+
+    def log_path(self, node: str) -> Path:
+        """The node's own log (Kafka's server log, or ZooKeeper's)."""
+        self._node(node)
+        return self.workdir / node / f"{node}.log"
+
+    def process(self, node: str) -> ManagedProcess:
+        self._node(node)
+        return self._procs[node]
+
+    def is_running(self, node: str) -> bool:
+        return node in self._procs and self._procs[node].alive()
+
+    def is_paused(self, node: str) -> bool:
+        return node in self._paused
+
+    @staticmethod
+    def broker_name(broker_id: int | None) -> str | None:
+        return None if broker_id is None else f"broker-{broker_id}"
+
+    # ------------------------------------------------------------ roles
+    def controller(self) -> str | None:
+        return self.broker_name(self.admin.controller_id())
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        return self.broker_name(self.admin.leader_id(topic, partition))
+
+    def coordinator_of(self, group: str) -> str | None:
+        return self.broker_name(self.admin.coordinator_id(group))
+
+    # ------------------------------------------------------------ process faults
+    def kill(self, node: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the node; SIGKILL/SIGTERM also wait for it to exit (bounded)."""
+        proc = self.process(node)
+        if sig == signal.SIGKILL:
+            proc.kill()
+        elif sig == signal.SIGTERM:
+            proc.terminate(grace=30.0)
+        else:
+            proc.signal(sig)
+        self._paused.discard(node)
+
+    def pause(self, node: str) -> None:
+        self.process(node).signal(signal.SIGSTOP)
+        self._paused.add(node)
+
+    def resume(self, node: str) -> None:
+        self.process(node).signal(signal.SIGCONT)
+        self._paused.discard(node)
+
+    def restart(self, node: str) -> None:
+        """Kill the node if it runs, then start it again on its data; waits until it runs."""
+        self._node(node)
+        if self.is_running(node):
+            self.kill(node)
+        self._spawn(node)
+
+    def start_node(self, node: str) -> None:
+        if not self.is_running(node):
+            self._spawn(node)
+
+    def wait_broker_registered(self, node: str, timeout: float = 60.0) -> None:
+        bid = self.topology.broker(node).broker_id  # type: ignore[union-attr]
+        retry(lambda: True if bid in self.admin.broker_ids() else None, time.monotonic() + timeout,
+              f"{node} to register")
+
+    # ------------------------------------------------------------ link faults
+    def _proxy(self) -> ToxiproxyClient:
+        assert self.proxy_api is not None, "cluster not started"
+        return self.proxy_api
+
+    def link_names(self) -> list[str]:
+        assert self.topology is not None
+        return [l.name for l in self.topology.links]
+
+    def links_of(self, node_or_lane: str) -> list[str]:
+        assert self.topology is not None
+        return [l.name for l in self.topology.links_of(node_or_lane)]
+
+    def link_down(self, link: str) -> None:
+        self.topology.link(link)  # type: ignore[union-attr]
+        self._proxy().set_enabled(link, False)
+
+    def link_up(self, link: str) -> None:
+        self.topology.link(link)  # type: ignore[union-attr]
+        self._proxy().set_enabled(link, True)
+
+    def add_toxic(self, link: str, toxic: Toxic) -> None:
+        self.topology.link(link)  # type: ignore[union-attr]
+        self._proxy().add_toxic(link, toxic)
+
+    def remove_toxic(self, link: str, name: str) -> None:
+        self._proxy().remove_toxic(link, name)
+
+    def reset_links(self) -> None:
+        """Heal every link: enable all proxies, remove all toxics."""
+        self._proxy().reset()
+
+    # ------------------------------------------------------------ healing and status
+    def heal(self, timeout: float = 60.0) -> None:
+        """Undo every fault: thaw paused nodes, restart dead ones, heal links, wait until usable."""
+        for node in list(self._paused):
+            self.resume(node)
+        self.reset_links()
+        dead = [n for n in self._launch if not self.is_running(n)]
+        for node in dead:
+            self._spawn(node)
+        if dead:
+            deadline = time.monotonic() + timeout
+            assert self.topology is not None
+            for zk in self.topology.zookeepers:
+                self._wait_zk(zk.node, zk.client, deadline)
+            self._wait_usable(deadline)
+
+    def status(self) -> dict[str, Any]:
+        """Everything a user needs to see: ports, links, pids and every effective setting."""
+        topo = self.topology
+        assert topo is not None
+        nodes = {}
+        for name, launch in self._launch.items():
+            proc = self._procs.get(name)
+            nodes[name] = {
+                "pid": proc.pid if proc else None,
+                "running": bool(proc and proc.alive()),
+                "paused": name in self._paused,
+                "log": str(self.workdir / name / f"{name}.log"),
+                "config_file": str(launch.config_path),
+                "effective_config": launch.config,
+                "jvm": list(launch.argv[1:launch.argv.index("-cp")]),
+            }
+        return {
+            "backend": self.backend_name,
+            "session": self.session.id if self.session else None,
+            "workdir": str(self.workdir),
+            "kafka_version": self.spec.kafka_version,
+            "toxiproxy_version": self.toxiproxy_bin.version,
+            "spec": self.spec.model_dump(),
+            "toxiproxy": {"api": f"http://{LOOPBACK}:{topo.toxiproxy_api}",
+                          "pid": self._procs["toxiproxy"].pid if "toxiproxy" in self._procs else None},
+            "bootstrap": {lane: topo.bootstrap(lane) for lane in topo.lane_names},
+            "links": [{"name": l.name, "listen": f"{LOOPBACK}:{l.listen_port}",
+                       "upstream": f"{LOOPBACK}:{l.upstream_port}"} for l in topo.links],
+            "nodes": nodes,
+            "startup_seconds": self.startup_seconds,
+            "capabilities": sorted(self.capabilities),
+        }
+
+
+def zk_mode(port: int, timeout: float = 1.0) -> str | None:
+    """ZooKeeper's ``srvr`` answer's Mode line (standalone/leader/follower), None if unreachable."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+            s.sendall(b"srvr")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+    except OSError:
+        return None
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return data.decode(errors="replace").strip()[:80] or None

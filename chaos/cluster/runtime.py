@@ -1,0 +1,169 @@
+"""The real components a cluster runs, fetched from registries and cached.
+
+* Kafka broker + ZooKeeper + Kafka's own ``VerifiableConsumer``: Maven Central,
+  resolved by ``mvn dependency:copy-dependencies`` from ``runtime-pom.xml``
+  (``org.apache.kafka:kafka_2.13`` and ``kafka-tools``, plus reload4j so the
+  broker actually writes logs — without an slf4j binding it logs nothing).
+* Toxiproxy server: the Go module proxy, ``go install
+  github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0``.
+
+Everything lands under one cache directory (``$KAFKA_CHAOS_CACHE`` or
+``~/.cache/kafka-chaos``) keyed by version, with a ``.complete`` marker written
+last, so a second :func:`ensure` is a no-op and an interrupted fetch is redone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from chaos.errors import UsageError
+
+DEFAULT_KAFKA_VERSION = "3.9.1"
+TOXIPROXY_VERSION = "2.12.0"
+TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
+
+# ZooKeeper mode exists from the first release to 3.9.x; 4.x is KRaft-only
+# (KIP-833). Older than 2.8 is not tested and uses a different tools layout.
+_VERSION_RE = re.compile(r"^(2\.8|3\.[0-9])\.[0-9]+$")
+
+Progress = Callable[[str], None]
+
+
+def cache_root() -> Path:
+    """The single cache directory for everything fetched."""
+    return Path(os.environ.get("KAFKA_CHAOS_CACHE", Path.home() / ".cache" / "kafka-chaos"))
+
+
+def validate_kafka_version(version: str) -> str:
+    """Reject versions this backend cannot run, at load time."""
+    if not _VERSION_RE.match(version):
+        raise UsageError(
+            f"unknown Kafka version {version!r}: use a ZooKeeper-mode release 2.8.x-3.9.x "
+            f"(e.g. {DEFAULT_KAFKA_VERSION})"
+        )
+    return version
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRuntime:
+    """The jars of one Kafka version, ready for ``java -cp``."""
+
+    version: str
+    lib_dir: Path
+
+    @property
+    def classpath(self) -> str:
+        return str(self.lib_dir / "*")
+
+
+@dataclass(frozen=True, slots=True)
+class ToxiproxyRuntime:
+    version: str
+    binary: Path
+
+
+def _require_tool(name: str, what: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UsageError(f"{name} not found on PATH: install {what} (needed to fetch the runtime)")
+    return path
+
+
+def java_binary() -> str:
+    """The ``java`` used for brokers and ZooKeeper (``$JAVA_HOME/bin/java`` first)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    path = shutil.which("java")
+    if path is None:
+        raise UsageError("java not found: install a JDK 11+ (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+    return path
+
+
+def kafka_dir(version: str) -> Path:
+    return cache_root() / "kafka" / version
+
+
+def kafka_runtime(version: str = DEFAULT_KAFKA_VERSION) -> KafkaRuntime:
+    """The cached runtime for ``version``; a one-line error if it is not set up."""
+    validate_kafka_version(version)
+    d = kafka_dir(version)
+    if not (d / ".complete").exists():
+        raise UsageError(f"Kafka {version} is not set up: run `chaos setup --kafka-version {version}` (or `make setup`)")
+    return KafkaRuntime(version, d / "lib")
+
+
+def toxiproxy_runtime() -> ToxiproxyRuntime:
+    binary = cache_root() / "toxiproxy" / TOXIPROXY_VERSION / "toxiproxy-server"
+    if not binary.exists():
+        raise UsageError("Toxiproxy is not set up: run `chaos setup` (or `make setup`)")
+    return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)
+
+
+def _run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) -> None:
+    """Run a fetch command, keeping its output in ``log`` for the error message."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+    if rc != 0:
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        raise UsageError(f"{failure} (exit {rc}; full log {log}): {tail[-300:]}")
+
+
+def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = print) -> KafkaRuntime:
+    """Resolve Kafka ``version`` from Maven Central into the cache (no-op when cached)."""
+    validate_kafka_version(version)
+    d = kafka_dir(version)
+    if (d / ".complete").exists():
+        progress(f"kafka {version}: cached in {d / 'lib'}")
+        return KafkaRuntime(version, d / "lib")
+    mvn = _require_tool("mvn", "Maven (apt-get install maven)")
+    _require_tool("java", "a JDK 11+")
+    if d.exists():
+        shutil.rmtree(d)  # a half-finished earlier fetch
+    d.mkdir(parents=True)
+    pom = resources.files("chaos.cluster") / "runtime-pom.xml"
+    with resources.as_file(pom) as pom_path:
+        progress(f"kafka {version}: resolving org.apache.kafka:kafka_2.13:{version} + kafka-tools from Maven Central ...")
+        _run_logged(
+            [mvn, "-B", "-q", "-f", str(pom_path),
+             f"-Dmaven.repo.local={cache_root() / 'm2'}",
+             f"-Dkafka.version={version}",
+             "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={d / 'lib'}"],
+            dict(os.environ), cache_root() / "logs" / f"mvn-kafka-{version}.log",
+            f"Maven could not resolve Kafka {version}: check that Maven Central is reachable and the version exists",
+        )
+    jars = list((d / "lib").glob("*.jar"))
+    (d / ".complete").write_text(f"{len(jars)} jars\n")
+    progress(f"kafka {version}: {len(jars)} jars in {d / 'lib'}")
+    return KafkaRuntime(version, d / "lib")
+
+
+def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
+    """Build the Toxiproxy server from its Go module into the cache (no-op when cached)."""
+    out = cache_root() / "toxiproxy" / TOXIPROXY_VERSION
+    binary = out / "toxiproxy-server"
+    if binary.exists():
+        progress(f"toxiproxy {TOXIPROXY_VERSION}: cached at {binary}")
+        return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)
+    go = _require_tool("go", "Go 1.22+ (apt-get install golang)")
+    gobin = out / "gobin"
+    env = dict(os.environ, GOBIN=str(gobin),
+               GOMODCACHE=str(cache_root() / "go" / "mod"), GOCACHE=str(cache_root() / "go" / "build"),
+               GOFLAGS="-modcacherw")
+    progress(f"toxiproxy {TOXIPROXY_VERSION}: building {TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION} from the Go module proxy ...")
+    _run_logged([go, "install", f"{TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION}"], env,
+                cache_root() / "logs" / "go-toxiproxy.log",
+                "go could not build Toxiproxy: check that the Go module proxy is reachable")
+    (gobin / "server").rename(binary)  # rename last: its existence is the marker
+    shutil.rmtree(gobin, ignore_errors=True)
+    progress(f"toxiproxy {TOXIPROXY_VERSION}: built {binary}")
+    return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)

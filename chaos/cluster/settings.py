@@ -1,0 +1,137 @@
+"""Effective configuration of every node, generated from a :class:`Topology`.
+
+The defaults are chaos-friendly (DESIGN.md §3): internal topics replicated 3
+ways with ``min.insync.replicas=2`` so one broker may die without losing
+commits, no unclean leader election, no initial rebalance delay
+(KIP-134's ``group.initial.rebalance.delay.ms``) so rebalances start at once,
+and a low ``group.min.session.timeout.ms`` so experiments can use second-scale
+session timeouts. Everything here is recorded verbatim in ``status --json``
+and in each run's header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, BrokerPorts, Topology, ZkPorts
+
+#: ZooKeeper tick; the server allows sessions of 2..20 ticks.
+ZK_TICK_MS = 500
+#: a broker's ZooKeeper session: SIGSTOP it longer than this and it is deregistered.
+BROKER_ZK_SESSION_MS = 4000
+
+
+def _listener_name(lane: str) -> str:
+    return "CTL" if lane == CONTROL_LANE else lane.upper()
+
+
+def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> dict[str, str]:
+    spec = topo.spec
+    rf = spec.effective_rf
+    min_isr = min(2, rf)
+    proxy_of = {l.source: l.listen_port for l in topo.links if l.target == broker.node and l.source in topo.lane_names}
+    listeners = [f"INTERNAL://{LOOPBACK}:{broker.internal}"]
+    advertised = [f"INTERNAL://{LOOPBACK}:{broker.internal}"]
+    for lane, port in broker.lanes.items():
+        listeners.append(f"{_listener_name(lane)}://{LOOPBACK}:{port}")
+        # advertise the broker's own proxy, so clients never bypass Toxiproxy
+        advertised.append(f"{_listener_name(lane)}://{LOOPBACK}:{proxy_of[lane]}")
+    zk_connect = ",".join(
+        f"{LOOPBACK}:{l.listen_port}" for l in topo.links if l.source == broker.node
+    )
+    props = {
+        "broker.id": str(broker.broker_id),
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": ",".join(
+            ["INTERNAL:PLAINTEXT"] + [f"{_listener_name(l)}:PLAINTEXT" for l in broker.lanes]
+        ),
+        "inter.broker.listener.name": "INTERNAL",
+        "zookeeper.connect": zk_connect,
+        "zookeeper.session.timeout.ms": str(BROKER_ZK_SESSION_MS),
+        "zookeeper.connection.timeout.ms": "10000",
+        "log.dirs": str(data_dir),
+        "num.partitions": "3",
+        "default.replication.factor": str(rf),
+        "offsets.topic.replication.factor": str(rf),
+        "offsets.topic.num.partitions": str(spec.offsets_partitions),
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(min_isr),
+        "transaction.state.log.num.partitions": "3",
+        "min.insync.replicas": str(min_isr),
+        "unclean.leader.election.enable": "false",
+        "auto.create.topics.enable": "false",
+        "delete.topic.enable": "true",
+        "group.initial.rebalance.delay.ms": "0",
+        "group.min.session.timeout.ms": "500",
+        "group.max.session.timeout.ms": "300000",
+        "replica.lag.time.max.ms": "5000",
+        "replica.socket.timeout.ms": "5000",
+        "controller.socket.timeout.ms": "5000",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.replica.fetchers": "1",
+        "background.threads": "2",
+        "log.segment.bytes": str(16 * 1024 * 1024),
+        "log.index.size.max.bytes": str(1024 * 1024),
+        "log.cleaner.dedupe.buffer.size": str(4 * 1024 * 1024),
+        "log.cleaner.threads": "1",
+        "controlled.shutdown.enable": "true",
+        "controlled.shutdown.max.retries": "1",
+        "leader.imbalance.check.interval.seconds": "30",
+    }
+    props.update(spec.broker_overrides)
+    return props
+
+
+def zk_config(topo: Topology, zk: ZkPorts, data_dir: Path) -> dict[str, str]:
+    cfg = {
+        "tickTime": str(ZK_TICK_MS),
+        "initLimit": "20",
+        "syncLimit": "10",
+        "dataDir": str(data_dir),
+        "clientPort": str(zk.client),
+        "clientPortAddress": LOOPBACK,
+        "maxClientCnxns": "0",
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "srvr,stat,mntr,dump",
+    }
+    if len(topo.zookeepers) > 1:
+        for peer in topo.zookeepers:
+            cfg[f"server.{peer.myid}"] = f"{LOOPBACK}:{peer.peer}:{peer.election}"
+    return cfg
+
+
+def log4j_properties(log_file: Path) -> str:
+    """One file per node, Kafka's own line format (the observer parses it)."""
+    return "\n".join([
+        "log4j.rootLogger=INFO, file",
+        "log4j.appender.file=org.apache.log4j.FileAppender",
+        f"log4j.appender.file.File={log_file}",
+        "log4j.appender.file.ImmediateFlush=true",
+        "log4j.appender.file.layout=org.apache.log4j.PatternLayout",
+        "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n",
+        # the request log and the state-change log are noise at INFO
+        "log4j.logger.kafka.request.logger=WARN",
+        "log4j.logger.state.change.logger=WARN",
+        "log4j.logger.kafka.log.LogCleaner=WARN",
+        "log4j.logger.org.apache.zookeeper=WARN",
+        "log4j.logger.org.apache.zookeeper.server.quorum=INFO",
+        "log4j.logger.kafka.coordinator.group=INFO",
+        "log4j.logger.kafka.controller=INFO",
+        "",
+    ])
+
+
+def jvm_args(heap_mb: int) -> list[str]:
+    """Small heap, SerialGC and C1-only JIT: JVMs start fast and share 2 cores well."""
+    return [
+        f"-Xms{min(heap_mb, 128)}m", f"-Xmx{heap_mb}m",
+        "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+        "-XX:-UsePerfData", "-Djava.awt.headless=true",
+        "-Dzookeeper.admin.enableServer=false",
+    ]
+
+
+def render_properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())

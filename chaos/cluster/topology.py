@@ -1,0 +1,203 @@
+"""What cluster to build (:class:`ClusterSpec`) and where everything listens (:class:`Topology`).
+
+Naming, used everywhere (events, faults, CLI):
+
+* nodes: ``zk-1..zk-Z``, ``broker-1..broker-B`` (``broker.id`` = the number);
+* client lanes: ``ctl`` (the framework's own admin and observer traffic) and
+  ``lane0..laneL-1`` for workers. Each lane is one Kafka listener per broker
+  with its own proxy; a broker answers metadata with the endpoints of the
+  listener the request came in on, so a client on ``lane1`` only ever talks
+  to ``lane1`` proxies and can be cut off alone (DESIGN.md §3);
+* links (one Toxiproxy proxy each): ``<lane>.broker-<b>`` for client traffic,
+  ``broker-<b>.zk-<z>`` for a broker's ZooKeeper session.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Annotated, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, validate_kafka_version
+from chaos.errors import UsageError
+
+CONTROL_LANE = "ctl"
+LOOPBACK = "127.0.0.1"
+
+
+class ClusterSpec(BaseModel):
+    """The requested shape of a cluster, validated on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    brokers: Annotated[int, Field(ge=1, le=9)] = 3
+    zookeepers: Annotated[int, Field(ge=1, le=5)] = 1
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    lanes: Annotated[int, Field(ge=1, le=16)] = 2
+    #: replication factor of internal topics (__consumer_offsets); default min(3, brokers)
+    replication_factor: int | None = None
+    offsets_partitions: Annotated[int, Field(ge=1, le=200)] = 5
+    broker_heap_mb: Annotated[int, Field(ge=128)] = 384
+    zk_heap_mb: Annotated[int, Field(ge=64)] = 128
+    #: fixed ports from here upward instead of free ones (for firewalled setups)
+    base_port: Annotated[int, Field(ge=1024, le=65000)] | None = None
+    broker_overrides: dict[str, str] = Field(default_factory=dict)
+    #: seconds to wait for a usable cluster before failing with the node's log tail
+    start_timeout_s: Annotated[float, Field(gt=0)] = 90.0
+
+    @model_validator(mode="after")
+    def _check(self) -> "ClusterSpec":
+        validate_kafka_version(self.kafka_version)
+        if self.zookeepers % 2 == 0:
+            raise ValueError(f"zookeepers={self.zookeepers}: a ZooKeeper ensemble needs an odd size (1 or 3)")
+        rf = self.effective_rf
+        if rf > self.brokers:
+            raise ValueError(f"replication_factor={rf} exceeds brokers={self.brokers}: lower it or add brokers")
+        if rf < 1:
+            raise ValueError("replication_factor must be >= 1")
+        return self
+
+    @property
+    def effective_rf(self) -> int:
+        return self.replication_factor if self.replication_factor is not None else min(3, self.brokers)
+
+    @classmethod
+    def build(cls, **fields) -> "ClusterSpec":
+        """Construct, turning validation errors into a one-line UsageError."""
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise UsageError(f"bad cluster spec: {_one_line(exc)}") from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "spec"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One proxied connection path: ``name`` listens on ``listen`` and forwards to ``upstream``."""
+
+    name: str
+    source: str   # lane name or broker node
+    target: str   # broker or zk node
+    listen_port: int
+    upstream_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerPorts:
+    node: str
+    broker_id: int
+    internal: int                 # inter-broker listener (not proxied)
+    lanes: dict[str, int]         # lane -> the broker's own listener port
+
+
+@dataclass(frozen=True, slots=True)
+class ZkPorts:
+    node: str
+    myid: int
+    client: int
+    peer: int
+    election: int
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Every port and link of one cluster, fixed before anything starts."""
+
+    spec: ClusterSpec
+    toxiproxy_api: int
+    zookeepers: tuple[ZkPorts, ...]
+    brokers: tuple[BrokerPorts, ...]
+    links: tuple[Link, ...]
+
+    @property
+    def lane_names(self) -> tuple[str, ...]:
+        return (CONTROL_LANE, *(f"lane{i}" for i in range(self.spec.lanes)))
+
+    def link(self, name: str) -> Link:
+        for link in self.links:
+            if link.name == name:
+                return link
+        raise UsageError(f"unknown link {name!r}: known links are {', '.join(l.name for l in self.links)}")
+
+    def links_of(self, node: str) -> list[Link]:
+        """Every link that starts or ends at ``node`` (a broker, zk node or lane)."""
+        return [l for l in self.links if node in (l.source, l.target)]
+
+    def broker(self, node: str) -> BrokerPorts:
+        for b in self.brokers:
+            if b.node == node:
+                return b
+        raise UsageError(f"unknown broker {node!r}: brokers are {', '.join(b.node for b in self.brokers)}")
+
+    def bootstrap(self, lane: str = CONTROL_LANE) -> str:
+        """Bootstrap servers for a client on ``lane`` (the lane's proxies, never the brokers)."""
+        if lane not in self.lane_names:
+            raise UsageError(f"unknown lane {lane!r}: lanes are {', '.join(self.lane_names)}")
+        return ",".join(f"{LOOPBACK}:{l.listen_port}" for l in self.links if l.source == lane)
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return (*(z.node for z in self.zookeepers), *(b.node for b in self.brokers))
+
+
+class _PortSource:
+    """Free loopback ports (held open until all are chosen, so none repeats) or a fixed range."""
+
+    def __init__(self, base: int | None):
+        self.base = base
+        self._held: list[socket.socket] = []
+
+    def __iter__(self) -> Iterator[int]:
+        return self
+
+    def __next__(self) -> int:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if self.base is None:
+            s.bind((LOOPBACK, 0))
+        else:
+            port = self.base
+            self.base += 1
+            try:
+                s.bind((LOOPBACK, port))
+            except OSError:
+                s.close()
+                raise UsageError(f"port {LOOPBACK}:{port} is already in use: choose another base_port or omit it to use free ports") from None
+        self._held.append(s)
+        return s.getsockname()[1]
+
+    def release(self) -> None:
+        for s in self._held:
+            s.close()
+
+
+def plan(spec: ClusterSpec) -> Topology:
+    """Assign every port and link for ``spec``."""
+    ports = _PortSource(spec.base_port)
+    try:
+        api = next(ports)
+        zks = tuple(ZkPorts(f"zk-{i}", i, next(ports), next(ports), next(ports)) for i in range(1, spec.zookeepers + 1))
+        lanes = (CONTROL_LANE, *(f"lane{i}" for i in range(spec.lanes)))
+        brokers = tuple(
+            BrokerPorts(f"broker-{i}", i, next(ports), {lane: next(ports) for lane in lanes})
+            for i in range(1, spec.brokers + 1)
+        )
+        links: list[Link] = []
+        for lane in lanes:
+            for b in brokers:
+                links.append(Link(f"{lane}.{b.node}", lane, b.node, next(ports), b.lanes[lane]))
+        for b in brokers:
+            for z in zks:
+                links.append(Link(f"{b.node}.{z.node}", b.node, z.node, next(ports), z.client))
+    finally:
+        ports.release()
+    return Topology(spec, api, zks, brokers, tuple(links))

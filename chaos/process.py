@@ -1,0 +1,288 @@
+"""OS processes the project starts, recorded so that only they are ever ended.
+
+Every process kafka-chaos starts (JVMs, Toxiproxy, workers) belongs to a
+*session*: a directory under the state root (``$KAFKA_CHAOS_STATE`` or
+``/tmp/kafka-chaos``) holding ``owner.json`` (the driver's pid and start time)
+and one record per child (pid, start time, name). Identity is the pair
+(pid, create_time), so a recycled pid is never mistaken for ours.
+
+Cleanup layers, from the common case to the worst:
+
+1. the session's context manager stops its children in ``__exit__`` (normal
+   exit, exception, Ctrl-C; SIGTERM is turned into ``SystemExit`` by
+   :func:`terminate_on_sigterm`);
+2. an ``atexit`` hook stops whatever a session still has alive;
+3. children started from the main thread get ``PR_SET_PDEATHSIG=SIGKILL``,
+   so the kernel ends them when the driver dies, even by SIGKILL;
+4. :func:`reap_orphans` — called by every new session — ends the recorded
+   children of sessions whose owner is gone and deletes their directories.
+
+psutil is used for process identity (create_time) rather than parsing /proc.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import psutil
+
+_PR_SET_PDEATHSIG = 1
+
+
+def state_root() -> Path:
+    return Path(os.environ.get("KAFKA_CHAOS_STATE", "/tmp/kafka-chaos"))
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """What identifies a process we started: pid plus its kernel start time."""
+
+    name: str
+    pid: int
+    create_time: float
+    argv0: str
+
+    def matches(self) -> psutil.Process | None:
+        """The live process if it is still the one we started, else None."""
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
+                return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+        return None
+
+
+def _identity(pid: int) -> float:
+    return psutil.Process(pid).create_time()
+
+
+def _pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class ManagedProcess:
+    """One child process with its log file; stop/kill/pause act on its recorded pid only."""
+
+    def __init__(self, name: str, popen: subprocess.Popen, record: ProcessRecord, log_path: Path):
+        self.name = name
+        self.popen = popen
+        self.record = record
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            self.popen.send_signal(sig)
+
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL and reap (SIGCONT first is unnecessary: SIGKILL ends stopped processes)."""
+        if self.alive():
+            self.popen.kill()
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - the kernel always delivers SIGKILL
+            pass
+
+    def terminate(self, grace: float) -> int | None:
+        """SIGTERM, wait ``grace`` seconds, then SIGKILL. Returns the exit code."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self.popen.terminate()
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.popen.poll()
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return " | ".join(line.strip() for line in text[-lines:])
+
+
+class Session:
+    """A directory of recorded children owned by this driver process."""
+
+    def __init__(self, kind: str, detached: bool = False):
+        reap_orphans()
+        self.id = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.dir = state_root() / self.id
+        (self.dir / "procs").mkdir(parents=True)
+        self._children: dict[str, ManagedProcess] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.set_detached(detached)
+        _live_sessions.add(self)
+
+    def set_detached(self, detached: bool) -> None:
+        """A detached session (``chaos cluster up``) outlives its driver on purpose."""
+        me = os.getpid()
+        owner = {"pid": me, "create_time": _identity(me), "detached": detached}
+        (self.dir / "owner.json").write_text(json.dumps(owner))
+        self.detached = detached
+
+    def spawn(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> ManagedProcess:
+        """Start ``argv`` with stdout+stderr to ``log_path`` and record it before returning."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+        in_main = threading.current_thread() is threading.main_thread()
+        try:
+            popen = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=cwd, env=env,
+                # own process group: a terminal Ctrl-C reaches only the driver,
+                # which then tears down in order.
+                start_new_session=True,
+                # PDEATHSIG follows the *thread* that forked; only safe from the
+                # main thread, whose end is the driver's end.
+                preexec_fn=_pdeathsig if (in_main and not self.detached) else None,
+            )
+        finally:
+            log.close()
+        record = ProcessRecord(name, popen.pid, _identity(popen.pid), str(argv[0]))
+        (self.dir / "procs" / f"{name}.json").write_text(json.dumps(asdict(record)))
+        proc = ManagedProcess(name, popen, record, log_path)
+        with self._lock:
+            self._children[name] = proc
+        return proc
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._children.pop(name, None)
+        (self.dir / "procs" / f"{name}.json").unlink(missing_ok=True)
+
+    def children(self) -> list[ManagedProcess]:
+        with self._lock:
+            return list(self._children.values())
+
+    def close(self, remove_dir: bool = True) -> None:
+        """Kill every child and delete the session directory (idempotent)."""
+        if self._closed:
+            return
+        for proc in self.children():
+            proc.kill()
+        if remove_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self._closed = True
+        _live_sessions.discard(self)
+
+
+_live_sessions: set[Session] = set()
+
+
+@atexit.register
+def _close_live_sessions() -> None:
+    for session in list(_live_sessions):
+        if not session.detached:
+            session.close()
+
+
+def _read_records(session_dir: Path) -> list[ProcessRecord]:
+    records = []
+    for f in (session_dir / "procs").glob("*.json"):
+        try:
+            records.append(ProcessRecord(**json.loads(f.read_text())))
+        except (ValueError, TypeError):
+            continue
+    return records
+
+
+def _owner_alive(session_dir: Path) -> tuple[bool, bool]:
+    """(owner alive, detached) for a session directory."""
+    try:
+        owner = json.loads((session_dir / "owner.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return False, False
+    try:
+        alive = abs(_identity(owner["pid"]) - owner["create_time"]) < 0.01
+    except (psutil.NoSuchProcess, KeyError):
+        alive = False
+    return alive, bool(owner.get("detached"))
+
+
+def stop_session_dir(session_dir: Path) -> list[ProcessRecord]:
+    """End the recorded children of a session directory and remove it."""
+    killed = []
+    for rec in _read_records(session_dir):
+        proc = rec.matches()
+        if proc is not None:
+            try:
+                proc.kill()
+                proc.wait(10)
+            except psutil.Error:
+                pass
+            killed.append(rec)
+    shutil.rmtree(session_dir, ignore_errors=True)
+    return killed
+
+
+def reap_orphans() -> list[ProcessRecord]:
+    """End what crashed drivers left behind; touches only recorded (pid, start time) pairs.
+
+    A detached session (a cluster started by ``chaos cluster up``) is kept while
+    any of its children is alive.
+    """
+    root = state_root()
+    if not root.exists():
+        return []
+    reaped: list[ProcessRecord] = []
+    for d in root.iterdir():
+        if not d.is_dir():
+            continue
+        alive, detached = _owner_alive(d)
+        if alive:
+            continue
+        if detached and any(r.matches() for r in _read_records(d)):
+            continue
+        reaped.extend(stop_session_dir(d))
+    return reaped
+
+
+def detached_sessions() -> list[Path]:
+    root = state_root()
+    if not root.exists():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and _owner_alive(d)[1])
+
+
+@contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit (main thread only) so ``finally`` blocks heal and clean up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):  # noqa: ARG001
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
