@@ -6,7 +6,9 @@ click is the CLI framework (well kept, composable groups); every command turns
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -22,12 +24,129 @@ class _Group(click.Group):
         except UsageError as exc:
             click.echo(f"chaos: error: {exc}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("chaos: interrupted; everything started was stopped", err=True)
+            sys.exit(130)
 
 
 @click.group(cls=_Group)
 @click.version_option(package_name="kafka-chaos")
 def main() -> None:
     """Chaos and fault-injection testing for Kafka consumer groups."""
+
+
+@main.command()
+@click.option("--kafka-version", default=None, help="Kafka release to fetch (2.8.x-3.9.x; default 3.9.1).")
+def setup(kafka_version: str | None) -> None:
+    """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache."""
+    from rich.console import Console
+
+    from chaos.cluster import runtime
+
+    console = Console(stderr=True)
+    version = kafka_version or runtime.DEFAULT_KAFKA_VERSION
+    runtime.validate_kafka_version(version)
+    with console.status("setting up the runtime ...") as status:
+        def progress(msg: str) -> None:
+            status.update(msg)
+            console.log(msg)
+
+        runtime.java_binary()
+        kafka = runtime.ensure_kafka(version, progress)
+        tox = runtime.ensure_toxiproxy(progress)
+    click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}; toxiproxy {tox.version} at {tox.binary}")
+
+
+@main.group(cls=_Group)
+def cluster() -> None:
+    """Start, inspect and stop a long-lived local cluster."""
+
+
+@cluster.command("up")
+@click.option("--brokers", default=3, show_default=True, type=int)
+@click.option("--zookeepers", default=1, show_default=True, type=int, help="1 or 3 (ensemble)")
+@click.option("--kafka-version", default=None)
+@click.option("--lanes", default=2, show_default=True, type=int, help="client lanes (each with its own proxies)")
+@click.option("--replication-factor", default=None, type=int, help="RF of internal topics (default min(3, brokers))")
+@click.option("--base-port", default=None, type=int, help="use fixed ports from here instead of free ones")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="broker setting override (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
+def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, base_port, overrides, as_json) -> None:
+    """Start a cluster that keeps running after this command exits (stop it with `chaos cluster down`)."""
+    from chaos.cluster.local import LocalCluster
+    from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
+    from chaos.cluster.topology import ClusterSpec
+
+    parsed = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--override {item!r}: write KEY=VALUE, e.g. --override log.retention.ms=60000")
+        parsed[key] = value
+    spec = ClusterSpec.build(brokers=brokers, zookeepers=zookeepers, kafka_version=kafka_version or DEFAULT_KAFKA_VERSION,
+                             lanes=lanes, replication_factor=replication_factor, base_port=base_port,
+                             broker_overrides=parsed)
+    c = LocalCluster(spec, detached=True)
+    c.start()
+    status = c.status()
+    if as_json:
+        click.echo(json.dumps(status, indent=2, default=str))
+    else:
+        click.echo(f"cluster {status['session']} up in {status['startup_seconds']:.1f} s")
+        for lane, servers in status["bootstrap"].items():
+            click.echo(f"  bootstrap {lane:5s} {servers}")
+        click.echo(f"  toxiproxy {status['toxiproxy']['api']}   workdir {status['workdir']}")
+        click.echo("stop it with: chaos cluster down")
+
+
+@cluster.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def cluster_status(as_json) -> None:
+    """Show running clusters started with `chaos cluster up`, with every effective setting (--json)."""
+    from chaos.process import ProcessRecord, detached_sessions
+
+    out = []
+    for d in detached_sessions():
+        try:
+            status = json.loads((d / "cluster.json").read_text())
+        except (FileNotFoundError, ValueError):
+            continue
+        for name, node in status["nodes"].items():
+            rec_file = d / "procs" / f"{name}.json"
+            node["running"] = rec_file.exists() and ProcessRecord(**json.loads(rec_file.read_text())).matches() is not None
+        out.append(status)
+    if as_json:
+        click.echo(json.dumps(out, indent=2, default=str))
+        return
+    if not out:
+        click.echo("no cluster running (start one with: chaos cluster up)")
+    for status in out:
+        click.echo(f"cluster {status['session']}  kafka {status['kafka_version']}  bootstrap(ctl) {status['bootstrap']['ctl']}")
+        for name, node in status["nodes"].items():
+            click.echo(f"  {name:10s} pid {node['pid']:<8} {'running' if node['running'] else 'DOWN'}  log {node['log']}")
+
+
+@cluster.command("down")
+def cluster_down() -> None:
+    """Stop every cluster started with `chaos cluster up` and delete its files."""
+    from chaos.process import detached_sessions, stop_session_dir
+
+    sessions = detached_sessions()
+    for d in sessions:
+        killed = stop_session_dir(d)
+        click.echo(f"stopped {d.name}: {len(killed)} processes")
+    if not sessions:
+        click.echo("no cluster running")
+
+
+@main.command()
+@click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
+@click.option("--records", default=3000, show_default=True, type=int)
+def demo(out: Path, records: int) -> None:
+    """Start a cluster, move traffic through the proxies, kill a leader, show it move, tear down."""
+    from chaos.demo import run_demo
+
+    run_demo(out, say=click.echo, records=records)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,17 +2,27 @@
 
 Roles are always *asked*, never computed: the coordinator of a group is the
 leader of ``__consumer_offsets`` partition ``abs(hash(G)) % N`` only while
-leadership is stable, and the admin API (FindCoordinator, KIP-699 for the
-batched form) gives the broker's current answer. The admin client connects
-through the control lane's proxies like any other client.
+leadership is stable, and the admin API (FindCoordinator) gives the broker's
+current answer. The admin clients connect through the control lane's proxies
+like any other client.
+
+Two client libraries, on purpose: cluster and topic metadata go through
+confluent-kafka's AdminClient; *coordinator-targeted* requests (FindCoordinator,
+DescribeGroups) go through kafka-python, because librdkafka aborts the whole
+process when a connection drops under such a request
+(confluentinc/librdkafka#4605, fix pending in PR #5397) — exactly what a
+chaos tool provokes. An abort would take the driver and its cleanup with it.
 """
 
 from __future__ import annotations
 
 import time
 
+import threading
+
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
 from chaos.errors import InfrastructureError
 
@@ -29,6 +39,26 @@ class ClusterAdmin:
             "topic.metadata.refresh.interval.ms": 1000,
             "log_level": 0,
         })
+        self._bootstrap = bootstrap
+        self._groups: KafkaAdminClient | None = None
+        self._groups_lock = threading.Lock()
+
+    def _group_admin(self) -> KafkaAdminClient:
+        if self._groups is None:
+            self._groups = KafkaAdminClient(
+                bootstrap_servers=self._bootstrap.split(","),
+                request_timeout_ms=int(self.timeout * 1000),
+                reconnect_backoff_max_ms=500,
+                metadata_max_age_ms=1000,
+                client_id="chaos-admin",
+            )
+        return self._groups
+
+    def close(self) -> None:
+        with self._groups_lock:
+            if self._groups is not None:
+                self._groups.close()
+                self._groups = None
 
     def describe_cluster(self):
         return self._client.describe_cluster(request_timeout=self.timeout).result(self.timeout + 1)
@@ -54,14 +84,34 @@ class ClusterAdmin:
         fut = self._client.describe_topics(TopicCollection([topic]), request_timeout=self.timeout)[topic]
         return fut.result(self.timeout + 1)
 
-    def describe_group(self, group: str):
-        fut = self._client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
-        return fut.result(self.timeout + 1)
+    def describe_group(self, group: str, coordinator: int | None = None):
+        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``)."""
+        with self._groups_lock:
+            try:
+                return self._group_admin().describe_consumer_groups([group], group_coordinator_id=coordinator)[0]
+            except Exception:
+                self._reset_group_admin()
+                raise
 
     def coordinator_id(self, group: str) -> int | None:
         """Broker id of ``group``'s coordinator (FindCoordinator); creates __consumer_offsets on first use."""
-        coord = self.describe_group(group).coordinator
-        return None if coord is None or coord.id < 0 else coord.id
+        with self._groups_lock:
+            try:
+                coord = self._group_admin()._find_coordinator_ids([group])[group]
+            except Exception:
+                self._reset_group_admin()
+                raise
+        return None if coord is None or coord < 0 else coord
+
+    def _reset_group_admin(self) -> None:
+        # a failed request can leave kafka-python's client pointing at a dead
+        # node; a fresh client re-bootstraps through the proxies.
+        if self._groups is not None:
+            try:
+                self._groups.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._groups = None
 
     def create_topic(self, topic: str, partitions: int, replication: int, configs: dict[str, str] | None = None) -> None:
         fut = self._client.create_topics(

@@ -117,6 +117,9 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Kill every node and proxy and delete the cluster's directory."""
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         if self.session is not None:
             self.session.close()
         self._procs.clear()
@@ -218,8 +221,9 @@ class LocalCluster:
         self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf)
         retry(lambda: self.produce_probe(READY_TOPIC), deadline, "an acks=all produce through the proxies")
 
-    def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0) -> int | None:
-        """Produce one record with ``acks=all`` via ``lane``; its offset, or None if not acked."""
+    def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0,
+                      partition: int | None = None) -> int | None:
+        """Produce one record with ``acks=all`` via ``lane`` (to ``partition`` if given); its offset, or None if not acked."""
         result: dict[str, Any] = {}
 
         def on_delivery(err, msg):
@@ -227,7 +231,10 @@ class LocalCluster:
 
         p = Producer({"bootstrap.servers": self.bootstrap(lane), "acks": "all", "message.timeout.ms": int(timeout * 1000),
                       "log_level": 0})
-        p.produce(topic, b"probe", on_delivery=on_delivery)
+        if partition is None:
+            p.produce(topic, b"probe", on_delivery=on_delivery)
+        else:
+            p.produce(topic, b"probe", partition=partition, on_delivery=on_delivery)
         p.flush(timeout + 1)
         return result.get("offset")
 
