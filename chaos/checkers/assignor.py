@@ -1,0 +1,108 @@
+"""Invariant 9: assignor properties, judged on stable generations only.
+
+Each generation is judged once, on its first ``group_state`` sample in state
+Stable whose assignment is complete (every partition of the group's topics
+owned; a cooperative-sticky generation that only revoked partitions, KIP-429's
+first phase, is incomplete and skipped). Members are assumed to subscribe to
+the same topics (the workers do).
+
+- ``roundrobin`` (RoundRobinAssignor): owned-partition counts differ by at most 1.
+- ``range`` (RangeAssignor): per topic, each member gets floor(n/m) or
+  ceil(n/m) partitions of it, as one contiguous range.
+- ``sticky`` / ``cooperative-sticky`` (StickyAssignor, KIP-54; KIP-429):
+  balanced (counts differ by at most 1) and minimal movement: between two
+  consecutive judged generations, a member present in both keeps at least
+  min(its previous count, floor(n/m)) of its previous partitions (a balanced
+  assignment never needs to take more than that from it).
+"""
+
+from __future__ import annotations
+
+from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.history import Assigned, GroupState, GroupStateSample, History, SendOk
+
+NAME = CheckerName.ASSIGNOR
+
+_BALANCED = ("roundrobin", "sticky", "cooperative-sticky")
+_STICKY = ("sticky", "cooperative-sticky")
+
+
+def check(history: History, bounds: ResolvedBounds) -> Result:
+    idx = index_of(history)
+    log = FindingLog(bounds.max_findings)
+    parts: dict[str, set] = {}
+    for e in idx.of(Assigned):
+        parts.setdefault(e.group, set()).update(e.partitions)
+    for s in idx.of(GroupStateSample):
+        for m in s.members:
+            parts.setdefault(s.group, set()).update(m.assignment)
+    send_parts: dict[str, set] = {}
+    for s in idx.of(SendOk):
+        send_parts.setdefault(s.topic, set()).add(s.partition)
+    for tps in parts.values():
+        for topic in {t for t, _ in tps}:
+            tps.update((topic, p) for p in send_parts.get(topic, ()))
+
+    judged_gens: dict[str, set] = {}
+    previous: dict[str, tuple[int, dict[str, set]]] = {}  # group -> (seq, member -> partitions)
+    judged = 0
+    for s in idx.of(GroupStateSample):
+        if s.state is not GroupState.STABLE or s.generation is None or not s.members:
+            continue
+        done = judged_gens.setdefault(s.group, set())
+        if s.generation in done:
+            continue
+        expected = parts.get(s.group, set())
+        owned = {m.member_id: set(m.assignment) for m in s.members}
+        covered = set().union(*owned.values())
+        if covered != expected:
+            continue  # incomplete (cooperative first phase) or unknown partitions: not judged
+        done.add(s.generation)
+        judged += 1
+        proto = (s.protocol or "").lower()
+        where = f"group {s.group} generation {s.generation} ({proto})"
+        counts = {m: len(p) for m, p in owned.items()}
+        if proto in _BALANCED and max(counts.values()) - min(counts.values()) > 1:
+            hi = max(counts, key=counts.get)
+            lo = min(counts, key=counts.get)
+            log.violation(f"{where}: unbalanced, {hi} owns {counts[hi]} partitions and {lo} owns {counts[lo]}", s.seq)
+        elif proto == "range":
+            _check_range(s, owned, where, log)
+        if proto in _STICKY:
+            prev = previous.get(s.group)
+            if prev is not None:
+                n, m = len(expected), len(owned)
+                floor = n // m
+                for member, before in prev[1].items():
+                    if member not in owned:
+                        continue
+                    kept = len(before & owned[member])
+                    need = min(len(before & expected), floor)
+                    if kept < need:
+                        moved = sorted(before - owned[member])
+                        log.violation(f"{where}: {member} kept {kept} of its {len(before)} partitions although a "
+                                      f"balanced assignment lets it keep {need} (moved {', '.join(map(fmt_tp, moved[:4]))})",
+                                      prev[0], s.seq)
+            previous[s.group] = (s.seq, owned)
+    metrics = {"generations_judged": judged, "violations": log.violation_count}
+    return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
+                      f"{log.violation_count} assignor property violation(s)", metrics)
+
+
+def _check_range(s: GroupStateSample, owned: dict[str, set], where: str, log: FindingLog) -> None:
+    topics = sorted({t for p in owned.values() for t, _ in p})
+    m = len(owned)
+    for topic in topics:
+        per = {mid: sorted(p for t, p in tps if t == topic) for mid, tps in owned.items()}
+        n = sum(len(v) for v in per.values())
+        lo, hi = n // m, -(-n // m)
+        for mid, ps in per.items():
+            if not lo <= len(ps) <= hi:
+                log.violation(f"{where}: {mid} owns {len(ps)} partitions of {topic}; range gives each member "
+                              f"{lo} or {hi} of its {n}", s.seq)
+                return
+            if ps and ps[-1] - ps[0] != len(ps) - 1:
+                log.violation(f"{where}: {mid} owns {topic} partitions {ps}, not one contiguous range", s.seq)
+                return

@@ -1,0 +1,183 @@
+"""Invariant 7: convergence / liveness after the last fault heals.
+
+Definition. Let T0 be the last ``fault_end`` (or, with no faults, the last
+``member_start`` / ``member_stop``) before the ``teardown`` phase. Within the
+convergence bound after T0 (default: session timeout + rebalance timeout +
+observer margin: the coordinator waits up to ``session.timeout.ms`` to evict a
+dead member and up to the rebalance timeout, ``max.poll.interval.ms`` per
+KIP-62, for members to rejoin), each group must be observed by a
+``group_state`` sample that is
+
+- Stable,
+- lists every partition of the group's topics in exactly one member's
+  assignment (the partitions known from assignments, samples and produced
+  records),
+- and lists only live members (a member id reported by a running member; a
+  killed member's id lingering in the group means it has not been evicted yet);
+
+and, when records were acknowledged after T0 on the group's topics, a member of
+the group must process something after T0 within the bound (consumption
+resumed). Time-to-recover (T0 to the first such sample) is reported.
+
+``unknown`` when a fault never ended, when no ``group_state`` sample exists
+after T0, or when the history ends before the bound elapsed without
+convergence.
+"""
+
+from __future__ import annotations
+
+from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
+from chaos.history import (
+    Assigned,
+    Consumed,
+    FaultEnd,
+    FaultStart,
+    GroupState,
+    GroupStateSample,
+    History,
+    Lost,
+    MemberStart,
+    MemberStop,
+    PhaseEvent,
+    Revoked,
+    RunPhase,
+    SendOk,
+)
+
+NAME = CheckerName.CONVERGENCE
+
+
+def check(history: History, bounds: ResolvedBounds) -> Result:
+    idx = index_of(history)
+    log = FindingLog(bounds.max_findings)
+    cutoff = idx.last_ns + 1
+    for p in idx.of(PhaseEvent):
+        if p.name is RunPhase.TEARDOWN:
+            cutoff = p.mono_ns
+            break
+    starts = {f.fault_id: f for f in idx.of(FaultStart) if f.mono_ns < cutoff}
+    ends = [f for f in idx.of(FaultEnd) if f.mono_ns < cutoff]
+    open_faults = set(starts) - {f.fault_id for f in ends}
+    groups = sorted({s.group for s in idx.of(MemberStart)})
+    if not groups:
+        return Result(NAME, Validity.TRUE, "no consumer group in the history: nothing to converge", {"groups": 0})
+    if open_faults:
+        fid = sorted(open_faults)[0]
+        return Result(NAME, Validity.UNKNOWN, f"fault {fid} never ended before teardown: convergence after heal "
+                      "cannot be judged", {"open_faults": len(open_faults)})
+    if ends:
+        t0_event = max(ends, key=lambda f: f.mono_ns)
+    else:
+        changes = [e for e in idx.stream((MemberStart, MemberStop)) if e.mono_ns < cutoff]
+        t0_event = changes[-1] if changes else history.events[0]
+    t0 = t0_event.mono_ns
+    bound = bounds.convergence_ns
+    deadline = t0 + bound
+
+    # Partitions per group: from assignments and samples, plus produced partitions of those topics.
+    parts: dict[str, set] = {g: set() for g in groups}
+    for e in idx.of(Assigned):
+        parts.setdefault(e.group, set()).update(e.partitions)
+    for s in idx.of(GroupStateSample):
+        for m in s.members:
+            parts.setdefault(s.group, set()).update(m.assignment)
+    produced_after: dict[str, int] = {}
+    send_parts: dict[str, set] = {}
+    for s in idx.of(SendOk):
+        send_parts.setdefault(s.topic, set()).add(s.partition)
+        if t0 < s.mono_ns < cutoff:
+            produced_after.setdefault(s.topic, s.seq)
+    for g, tps in parts.items():
+        for topic in {t for t, _ in tps}:
+            tps.update((topic, p) for p in send_parts.get(topic, ()))
+
+    live: dict[str, str | None] = {}  # source -> member id (None: not yet known), for running members
+    group_of: dict[str, str] = {}
+    recovered: dict[str, tuple[int, int]] = {}  # group -> (ns, seq) of the first converged sample
+    last_sample: dict[str, tuple[int, int, str]] = {}
+    samples_after: dict[str, int] = {}
+    resumed: dict[str, tuple[int, int]] = {}
+    for e in idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample, Consumed)):
+        if e.mono_ns >= cutoff:
+            break
+        t = type(e)
+        if t is MemberStart:
+            live[e.source] = None
+            group_of[e.source] = e.group
+        elif t is MemberStop:
+            live.pop(e.source, None)
+        elif t is Consumed:
+            if e.mono_ns > t0 and e.group not in resumed:
+                resumed[e.group] = (e.mono_ns, e.seq)
+        elif t is GroupStateSample:
+            if e.mono_ns < t0 or e.group in recovered:
+                continue
+            samples_after[e.group] = samples_after.get(e.group, 0) + 1
+            problem = _problem(e, parts.get(e.group, set()), live, group_of)
+            last_sample[e.group] = (e.mono_ns, e.seq, problem or "")
+            if problem is None:
+                recovered[e.group] = (e.mono_ns, e.seq)
+        elif e.member_id is not None and e.source in live:
+            live[e.source] = e.member_id
+
+    ttr_max = 0.0
+    undecided: list[str] = []
+    for g in groups:
+        if g in recovered:
+            ns, seq = recovered[g]
+            ttr = (ns - t0) / 1e9
+            ttr_max = max(ttr_max, ttr)
+            if ns > deadline:
+                log.violation(f"group {g} converged only {ttr:.3f}s after the heal at {idx.seconds(t0):.3f}s "
+                              f"(bound {bound / 1e9:.1f}s)", t0_event.seq, seq)
+        elif not samples_after.get(g):
+            undecided.append(f"group {g}: no group_state sample after the heal at {idx.seconds(t0):.3f}s")
+        elif min(cutoff, idx.last_ns) < deadline:
+            undecided.append(f"group {g}: not converged yet when the history ends "
+                             f"{(min(cutoff, idx.last_ns) - t0) / 1e9:.1f}s after the heal (bound {bound / 1e9:.1f}s)")
+        else:
+            ns, seq, problem = last_sample[g]
+            log.violation(f"group {g} did not converge within {bound / 1e9:.1f}s of the heal at "
+                          f"{idx.seconds(t0):.3f}s; last sample: {problem}", t0_event.seq, seq)
+        topics = {t for t, _ in parts.get(g, ())}
+        pending = [produced_after[t] for t in topics if t in produced_after]
+        if pending:
+            got = resumed.get(g)
+            if got is None or got[0] > deadline:
+                if min(cutoff, idx.last_ns) < deadline and got is None:
+                    undecided.append(f"group {g}: no consumption yet when the history ends")
+                else:
+                    log.violation(f"group {g}: consumption did not resume within {bound / 1e9:.1f}s of the heal "
+                                  "although records were produced", t0_event.seq, min(pending),
+                                  *([got[1]] if got else []))
+    metrics = {"time_to_recover_s": ttr_max, "groups": len(groups), "converged_groups": len(recovered),
+               "bound_s": bound / 1e9, "violations": log.violation_count}
+    unknown = "; ".join(undecided) if undecided else None
+    return log.result(NAME, f"every group converged after the heal (time to recover {ttr_max:.3f}s, "
+                      f"bound {bound / 1e9:.1f}s) and consumption resumed",
+                      f"{log.violation_count} convergence failure(s)", metrics, unknown=unknown)
+
+
+def _problem(s: GroupStateSample, parts: set, live: dict[str, str | None], group_of: dict[str, str]) -> str | None:
+    """Why this sample is not converged, or None."""
+    if s.state is not GroupState.STABLE:
+        return f"state {s.state}"
+    count: dict[tuple, int] = {}
+    for m in s.members:
+        for tp in m.assignment:
+            count[tp] = count.get(tp, 0) + 1
+    missing = [tp for tp in parts if tp not in count]
+    if missing:
+        return f"{fmt_tp(sorted(missing)[0])} has no owner ({len(missing)} unowned)"
+    double = [tp for tp, n in count.items() if n > 1]
+    if double:
+        return f"{fmt_tp(sorted(double)[0])} has {count[sorted(double)[0]]} owners"
+    ids = [mid for src, mid in live.items() if group_of.get(src) == s.group]
+    if ids and all(mid is not None for mid in ids):
+        known = set(ids)
+        for m in s.members:
+            if m.assignment and m.member_id not in known:
+                return f"member {m.member_id} owns partitions but is not a running member"
+    return None

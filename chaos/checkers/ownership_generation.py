@@ -1,0 +1,104 @@
+"""Invariant 1: single ownership per generation.
+
+Definition. A member *holds* a partition from the ``assigned`` event that
+gives it (a non-incremental, eager assignment replaces the whole holding; an
+incremental one adds, KIP-429) until a ``revoked`` / ``lost`` event removes it
+or the member stops. A member *is in* generation g from its first event tagged
+g until its first event tagged with a later generation. A member *owns p in
+generation g* if it holds p at any moment while it is in g. Within one group
+and generation, at most one member may own any partition.
+
+For eager protocols this is the classic rule (all partitions are revoked
+before JoinGroup, the leader hands each partition to one member). For
+cooperative rebalancing (KIP-429) a partition stays owned by A in the new
+generation until A revokes it, and the assignor must not give it to B before
+the *next* generation; so B being assigned p in a generation in which A still
+holds p un-revoked is a violation. Members that never see generation g
+(evicted zombies) do not own anything in g; that case is invariant 2.
+
+Additionally, every ``group_state`` sample (DescribeGroups) must list each
+partition in at most one member's assignment.
+"""
+
+from __future__ import annotations
+
+from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.history import Assigned, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
+
+NAME = CheckerName.OWNERSHIP_GENERATION
+
+
+def check(history: History, bounds: ResolvedBounds) -> Result:
+    idx = index_of(history)
+    log = FindingLog(bounds.max_findings)
+    gen_of: dict[str, int | None] = {}
+    holding: dict[str, set] = {}
+    owners: dict[tuple, tuple[str, int]] = {}
+    claims = 0
+    flagged: set[tuple] = set()
+    claimed_by: dict[str, list[tuple]] = {}
+
+    def claim(group: str, gen: int, tp: tuple, source: str, seq: int) -> None:
+        nonlocal claims
+        key = (group, gen, tp)
+        prev = owners.get(key)
+        if prev is None:
+            owners[key] = (source, seq)
+            claimed_by.setdefault(source, []).append(key)
+            claims += 1
+        elif prev[0] != source and (key, source) not in flagged:
+            flagged.add((key, source))
+            log.violation(f"group {group} generation {gen}: partition {fmt_tp(tp)} owned by both "
+                          f"{prev[0]} and {source}", prev[1], seq)
+
+    for e in idx.membership():
+        src = e.source
+        t = type(e)
+        if t is MemberStart or t is MemberStop:
+            # A stopped member owns nothing any more; a static member's replacement may take its
+            # assignment over within the same generation (KIP-345).
+            holding[src] = set()
+            gen_of[src] = None
+            for key in claimed_by.pop(src, ()):
+                if owners.get(key, ("",))[0] == src:
+                    del owners[key]
+            continue
+        held = holding.setdefault(src, set())
+        g = e.generation
+        cur = gen_of.get(src)
+        entered = g is not None and (cur is None or g > cur)
+        if t is Assigned:
+            if not e.incremental:
+                held.clear()
+            held.update(e.partitions)
+            if entered:
+                gen_of[src] = cur = g
+                for tp in held:
+                    claim(e.group, g, tp, src, e.seq)
+            elif cur is not None:
+                for tp in e.partitions:
+                    claim(e.group, cur, tp, src, e.seq)
+        else:
+            if entered:
+                gen_of[src] = cur = g
+                for tp in held:
+                    claim(e.group, g, tp, src, e.seq)
+            held.difference_update(e.partitions)
+
+    samples = 0
+    for s in idx.of(GroupStateSample):
+        samples += 1
+        seen: dict[tuple, str] = {}
+        for m in s.members:
+            for tp in m.assignment:
+                other = seen.get(tp)
+                if other is not None and other != m.member_id:
+                    log.violation(f"group {s.group} generation {s.generation} ({s.state}): coordinator lists "
+                                  f"{fmt_tp(tp)} in the assignments of {other} and {m.member_id}", s.seq)
+                seen[tp] = m.member_id
+
+    metrics = {"ownership_claims": claims, "group_state_samples": samples, "violations": log.violation_count}
+    return log.result(NAME, f"no partition owned by two members in one generation ({claims} claims checked)",
+                      f"{log.violation_count} partition(s) owned by two members in the same generation", metrics)

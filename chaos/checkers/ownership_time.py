@@ -1,0 +1,250 @@
+"""Invariant 2: single ownership in time, with zombie windows measured.
+
+Definition. Holding is as in invariant 1 (``assigned`` .. ``revoked`` /
+``lost`` / ``member_stop``), keyed by (group, partition). Whenever member B
+acquires a partition that member A still holds, a *zombie window* opens; it
+closes when either releases it (or at the end of the history: *open*). A is
+the zombie: the member that believes it still owns the partition.
+
+A window is *explained* when A was evicted without knowing it, shown by any of:
+
+- the coordinator's ``member_failed`` line for A's member id (session timeout
+  expiry, the heartbeat path of KIP-62), observed before the window closed
+  (plus clock slack: the observer reads logs with a lag);
+- a ``group_state`` sample taken while A held the partition whose member list
+  lacks A's member id (the coordinator had already removed it);
+- a fault that targeted A's node (``fault_start.node`` = A's source), started
+  before the window opened and not healed before A acquired the partition;
+- A's own error saying it left the group after ``max.poll.interval.ms``
+  (librdkafka ``_MAX_POLL_EXCEEDED``, KIP-62).
+
+A window is a violation when it is unexplained, or when A processed the
+partition during the window and then, still inside the window, got an ``ok``
+commit for it (the coordinator should have fenced it: the zombie's work was
+accepted). Explained windows are reported (length, member,
+cause) but pass.
+
+Processing a partition the member does not hold (``consumed`` after revoke,
+the ``ignore_revoke`` wrong mode) while another member holds it is a violation
+too; while nobody holds it, it is reported only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.history import (
+    Assigned,
+    BrokerLog,
+    BrokerLogEvent,
+    Commit,
+    Consumed,
+    ErrorEvent,
+    FaultEnd,
+    FaultStart,
+    GroupStateSample,
+    History,
+    Lost,
+    MemberStart,
+    MemberStop,
+    Revoked,
+)
+from chaos.outcome import Outcome, normalise_error_name
+
+NAME = CheckerName.OWNERSHIP_TIME
+
+
+@dataclass(slots=True)
+class _Window:
+    group: str
+    tp: tuple[str, int]
+    zombie: str
+    newer: str
+    start_seq: int
+    start_ns: int
+    zombie_since_ns: int
+    zombie_since_seq: int
+    zombie_member_id: str | None
+    processed: list[int] = field(default_factory=list)  # seqs of zombie consumed events
+    commit_seq: int | None = None
+
+
+_TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop, Consumed, Commit, BrokerLog, GroupStateSample,
+          FaultStart, FaultEnd, ErrorEvent)
+
+
+def check(history: History, bounds: ResolvedBounds) -> Result:
+    idx = index_of(history)
+    log = FindingLog(bounds.max_findings)
+    holding: dict[str, set] = {}
+    since: dict[tuple, dict[str, tuple[int, int]]] = {}  # (group, tp) -> holder -> (seq, ns) acquired
+    member_id: dict[str, str | None] = {}
+    windows: dict[tuple, _Window] = {}  # (group, tp, zombie, newer)
+    zombie_windows: dict[tuple[str, str, tuple], list[_Window]] = {}  # (group, zombie, tp) -> open windows
+    failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
+    absent_at: dict[str, list[tuple[int, int]]] = {}  # source -> [(ns, seq)] samples without it
+    faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None]]
+    fault_by_id: dict[str, list] = {}
+    max_poll: dict[str, list[tuple[int, int]]] = {}
+    closed: list[tuple[_Window, int, int, bool]] = []  # (window, end_seq, end_ns, open)
+    stray = 0
+
+    def close(w: _Window, seq: int, ns: int, still_open: bool = False) -> None:
+        windows.pop((w.group, w.tp, w.zombie, w.newer), None)
+        lst = zombie_windows.get((w.group, w.zombie, w.tp))
+        if lst and w in lst:
+            lst.remove(w)
+        closed.append((w, seq, ns, still_open))
+
+    def release(src: str, group: str, tps, seq: int, ns: int) -> None:
+        for tp in tps:
+            holders = since.get((group, tp))
+            if holders and src in holders:
+                del holders[src]
+                for key, w in list(windows.items()):
+                    if key[0] == group and key[1] == tp and (w.zombie == src or w.newer == src):
+                        close(w, seq, ns)
+
+    def acquire(src: str, group: str, tps, seq: int, ns: int) -> None:
+        for tp in tps:
+            holders = since.setdefault((group, tp), {})
+            if src in holders:
+                continue
+            for other, (oseq, ons) in holders.items():
+                w = _Window(group, tp, other, src, seq, ns, ons, oseq, member_id.get(other))
+                windows[(group, tp, other, src)] = w
+                zombie_windows.setdefault((group, other, tp), []).append(w)
+            holders[src] = (seq, ns)
+
+    group_of: dict[str, str] = {}
+    for e in idx.stream(_TYPES):
+        t = type(e)
+        src = e.source
+        if t is Consumed:
+            tp = (e.topic, e.partition)
+            held = holding.get(src)
+            if held is not None and tp in held:
+                for w in zombie_windows.get((e.group, src, tp), ()):
+                    w.processed.append(e.seq)
+            else:
+                holders = since.get((e.group, tp))
+                if holders:
+                    other, (oseq, _) = next(iter(holders.items()))
+                    log.violation(f"{src} processed {fmt_tp(tp)} offsets {e.offsets[0]}..{e.offsets[-1]} "
+                                  f"without holding it while {other} held it", oseq, e.seq)
+                else:
+                    stray += 1
+                    log.note(f"{src} processed {fmt_tp(tp)} without holding it (nobody else held it)", e.seq)
+        elif t is Commit:
+            if e.outcome is Outcome.OK:
+                for topic, part, _ in e.offsets:
+                    for w in zombie_windows.get((e.group, src, (topic, part)), ()):
+                        if w.processed and w.commit_seq is None:
+                            w.commit_seq = e.seq
+        elif t is Assigned:
+            group_of[src] = e.group
+            if e.member_id is not None:
+                member_id[src] = e.member_id
+            held = holding.setdefault(src, set())
+            if not e.incremental:
+                dropped = held - set(e.partitions)
+                release(src, e.group, dropped, e.seq, e.mono_ns)
+                held.difference_update(dropped)
+            new = [tp for tp in e.partitions if tp not in held]
+            held.update(e.partitions)
+            acquire(src, e.group, new, e.seq, e.mono_ns)
+        elif t is Revoked or t is Lost:
+            if e.member_id is not None:
+                member_id[src] = e.member_id
+            held = holding.setdefault(src, set())
+            release(src, e.group, list(e.partitions), e.seq, e.mono_ns)
+            held.difference_update(e.partitions)
+        elif t is MemberStart or t is MemberStop:
+            group_of[src] = e.group
+            held = holding.get(src)
+            if held:
+                release(src, e.group, list(held), e.seq, e.mono_ns)
+            holding[src] = set()
+            if t is MemberStart:
+                member_id[src] = None
+        elif t is BrokerLog:
+            if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
+                failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
+        elif t is GroupStateSample:
+            present = {m.member_id for m in e.members}
+            for s, held in holding.items():
+                if held and group_of.get(s) == e.group and member_id.get(s) and member_id[s] not in present:
+                    absent_at.setdefault(s, []).append((e.mono_ns, e.seq))
+        elif t is FaultStart:
+            rec = [e.mono_ns, e.seq, None]
+            fault_by_id[e.fault_id] = rec
+            if e.node:
+                faults.setdefault(e.node, []).append(rec)
+        elif t is FaultEnd:
+            rec = fault_by_id.get(e.fault_id)
+            if rec is not None:
+                rec[2] = e.mono_ns
+        elif t is ErrorEvent:
+            if e.error_name and "MAX_POLL" in normalise_error_name(e.error_name):
+                max_poll.setdefault(src, []).append((e.mono_ns, e.seq))
+
+    end_seq = history.events[-1].seq if history.events else 0
+    for w in list(windows.values()):
+        close(w, end_seq, idx.last_ns, True)
+
+    slack = bounds.slack_ns
+    lengths = []
+    unexplained = 0
+    zombie_records = 0
+    for w, seq, ns, still_open in closed:
+        length_s = (ns - w.start_ns) / 1e9
+        lengths.append(length_s)
+        cause, cause_seq = _cause(w, ns + slack, failed_at, absent_at, faults, max_poll)
+        where = (f"group {w.group} {fmt_tp(w.tp)}: {w.newer} acquired it at "
+                 f"{idx.seconds(w.start_ns):.3f}s while {w.zombie} still held it; window "
+                 f"{length_s:.3f}s{' (still open at the end)' if still_open else ''}")
+        evidence = [w.zombie_since_seq, w.start_seq, seq]
+        if cause_seq:
+            evidence.append(cause_seq)
+        zombie_records += len(w.processed)
+        if cause is None:
+            unexplained += 1
+            log.violation(f"{where}; no eviction of {w.zombie} explains it", *evidence, *w.processed[:5])
+        elif w.commit_seq is not None:
+            log.violation(f"{where}; zombie {w.zombie} (evicted: {cause}) processed it and then got an "
+                          "accepted commit", *evidence, *w.processed[:5], w.commit_seq)
+        else:
+            log.note(f"{where}; zombie window explained: {cause}"
+                     f"{f', {len(w.processed)} batch(es) processed by the zombie' if w.processed else ''}",
+                     *evidence)
+    metrics = {
+        "zombie_windows": len(closed),
+        "zombie_window_max_s": max(lengths, default=0.0),
+        "zombie_window_total_s": sum(lengths),
+        "unexplained_windows": unexplained,
+        "zombie_batches_processed": zombie_records,
+        "unowned_batches": stray,
+        "violations": log.violation_count,
+    }
+    return log.result(NAME, f"ownership never overlapped unexplained ({len(closed)} explained zombie window(s))",
+                      f"{log.violation_count} ownership overlap violation(s)", metrics)
+
+
+def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, max_poll) -> tuple[str | None, int | None]:
+    if w.zombie_member_id:
+        for ns, seq in failed_at.get(w.zombie_member_id, ()):
+            if w.zombie_since_ns <= ns <= until_ns:
+                return f"coordinator declared {w.zombie_member_id} failed", seq
+    for ns, seq in absent_at.get(w.zombie, ()):
+        if w.zombie_since_ns <= ns <= until_ns:
+            return f"coordinator no longer listed {w.zombie_member_id}", seq
+    for start_ns, seq, end_ns in faults.get(w.zombie, ()):
+        if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
+            return f"fault on {w.zombie}", seq
+    for ns, seq in max_poll.get(w.zombie, ()):
+        if w.zombie_since_ns <= ns <= until_ns:
+            return f"{w.zombie} exceeded max.poll.interval.ms", seq
+    return None, None

@@ -1,0 +1,83 @@
+"""The checker registry and the composite that runs a chosen set.
+
+A checker is a pure function ``check(history, bounds) -> Result`` (the
+:class:`Checker` protocol). :func:`run_checkers` runs the chosen ones, turns a
+crash into ``unknown`` carrying the exception text (never a pass, as in
+Jepsen's ``checker/check-safe``) and merges ``false > unknown > true``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from chaos.checkers import (
+    assignor,
+    committed_offsets,
+    convergence,
+    delivery,
+    fencing,
+    generations,
+    ownership_generation,
+    ownership_time,
+    static_membership,
+)
+from chaos.checkers.bounds import CheckerBounds, ResolvedBounds, resolve
+from chaos.checkers.index import index_of
+from chaos.checkers.result import CheckerName, Result, Validity, Verdict, merge_validity
+from chaos.errors import UsageError
+from chaos.history import History, MemberStart
+
+
+class Checker(Protocol):
+    def __call__(self, history: History, bounds: ResolvedBounds) -> Result: ...
+
+
+CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
+    CheckerName.OWNERSHIP_GENERATION: ownership_generation.check,
+    CheckerName.OWNERSHIP_TIME: ownership_time.check,
+    CheckerName.FENCING: fencing.check,
+    CheckerName.DELIVERY: delivery.check,
+    CheckerName.COMMITTED_OFFSETS: committed_offsets.check,
+    CheckerName.GENERATIONS: generations.check,
+    CheckerName.CONVERGENCE: convergence.check,
+    CheckerName.STATIC_MEMBERSHIP: static_membership.check,
+    CheckerName.ASSIGNOR: assignor.check,
+}
+
+
+def parse_names(names: Iterable[str]) -> tuple[CheckerName, ...]:
+    """Checker names from user input, or a UsageError listing the valid ones."""
+    out = []
+    for n in names:
+        try:
+            out.append(CheckerName(n))
+        except ValueError:
+            raise UsageError(f"unknown checker {n!r}; choose from {', '.join(c.value for c in CheckerName)}") from None
+    return tuple(out)
+
+
+def run_one(name: CheckerName, history: History, resolved: ResolvedBounds,
+            registry: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = CHECKERS) -> Result:
+    """Run one checker; an exception becomes ``unknown`` with its text."""
+    try:
+        result = registry[name](history, resolved)
+        if not isinstance(result, Result):
+            raise TypeError(f"checker returned {type(result).__name__}, not Result")
+        return result
+    except Exception as exc:  # noqa: BLE001 - a crashing checker must never pass
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return Result(name, Validity.UNKNOWN,
+                      f"checker crashed: {type(exc).__name__}: {exc} (at {where.filename.rsplit('/', 1)[-1]}:"
+                      f"{where.lineno}); the invariant was not judged", {"crashed": 1})
+
+
+def run_checkers(history: History, names: Iterable[CheckerName | str] | None = None,
+                 bounds: CheckerBounds | None = None,
+                 registry: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = CHECKERS) -> Verdict:
+    """Judge ``history`` with the named checkers (all by default) and merge the results."""
+    chosen = tuple(CheckerName) if names is None else parse_names(str(n) for n in names)
+    resolved = resolve(bounds or CheckerBounds(), history, index_of(history).of(MemberStart))
+    results = tuple(run_one(n, history, resolved, registry) for n in chosen)
+    return Verdict(merge_validity(r.valid for r in results), results)

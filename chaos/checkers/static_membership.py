@@ -1,0 +1,197 @@
+"""Invariant 8: static membership (KIP-345).
+
+(a) *Restart without rebalance.* A member with ``group.instance.id`` I that
+stops (``member_stop``; static members never send LeaveGroup, KIP-345) and is
+started again with the same I within its ``session.timeout.ms`` must rejoin
+without a rebalance: from the stop until the new incarnation's first
+``assigned`` event (or its session timeout, if none comes), no new generation
+may stabilise or start (``broker_log`` ``stabilized`` / ``preparing_rebalance``,
+Stable samples above the generation current at the stop), and the new
+incarnation's first assignment carries that same generation. Restarts during
+which something else changed membership (another member started or stopped,
+a fault started, the coordinator declared another member failed) are not
+judged: those rebalances are explained.
+
+(b) *Duplicate instance id is fenced.* When member B starts with the
+instance id of a running member A of the same group, the coordinator maps I to
+B and A's next request fails with FENCED_INSTANCE_ID (82). A must be fenced
+(an ``error`` or failed ``commit`` with FENCED_INSTANCE_ID, or it stops) within
+the fence bound of B's start; any ``ok`` commit by A after B's first
+assignment is a violation, and so is B, the newer member, being fenced while
+A carries on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.index import index_of
+from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.history import (
+    Assigned,
+    BrokerLog,
+    BrokerLogEvent,
+    Commit,
+    ErrorEvent,
+    FaultStart,
+    GroupState,
+    GroupStateSample,
+    History,
+    MemberStart,
+    MemberStop,
+)
+from chaos.outcome import Outcome, is_fenced_instance
+
+NAME = CheckerName.STATIC_MEMBERSHIP
+
+
+@dataclass(slots=True)
+class _Restart:
+    group: str
+    instance_id: str
+    source: str
+    stop_seq: int
+    stop_ns: int
+    start_seq: int
+    deadline_ns: int
+    base_gen: int | None
+    rebalance: list[tuple[str, int]] = field(default_factory=list)
+    disturbed: bool = False
+
+
+@dataclass(slots=True)
+class _Duplicate:
+    group: str
+    instance_id: str
+    older: str
+    newer: str
+    start_seq: int
+    deadline_ns: int
+    assigned_seq: int | None = None
+    fenced: bool = False
+    wrong_fenced: int | None = None
+
+
+def check(history: History, bounds: ResolvedBounds) -> Result:
+    idx = index_of(history)
+    log = FindingLog(bounds.max_findings)
+    slack = bounds.slack_ns
+    starts: dict[str, MemberStart] = {}  # running incarnations by source
+    last_stop: dict[tuple[str, str], tuple[int, int, int]] = {}  # (group, I) -> (ns, seq, session ns)
+    group_gen: dict[str, int] = {}  # latest stabilized generation per group
+    restarts: dict[str, _Restart] = {}  # by restarted source
+    duplicates: list[_Duplicate] = []
+    judged_restarts = skipped_restarts = 0
+
+    def close_restart(r: _Restart, first_assign: Assigned | None) -> None:
+        nonlocal judged_restarts, skipped_restarts
+        if r.disturbed:
+            skipped_restarts += 1
+            return
+        judged_restarts += 1
+        reasons = list(r.rebalance)
+        if first_assign is not None and r.base_gen is not None and first_assign.generation is not None \
+                and first_assign.generation != r.base_gen:
+            reasons.append((f"rejoined in generation {first_assign.generation} instead of {r.base_gen}",
+                            first_assign.seq))
+        if reasons:
+            log.violation(f"group {r.group}: static member {r.instance_id} ({r.source}) restarted within its session "
+                          f"timeout but the group rebalanced: {reasons[0][0]}",
+                          r.stop_seq, r.start_seq, *(s for _, s in reasons[:3]))
+
+    types = (MemberStart, MemberStop, Assigned, ErrorEvent, Commit, BrokerLog, GroupStateSample, FaultStart)
+    for e in idx.stream(types):
+        t = type(e)
+        ns = e.mono_ns
+        for src, r in list(restarts.items()):
+            if ns > r.deadline_ns:
+                del restarts[src]
+                close_restart(r, None)
+        if t is MemberStart:
+            for r in restarts.values():
+                if e.source != r.source:
+                    r.disturbed = True
+            if e.instance_id is not None:
+                for other, s in starts.items():
+                    if s.group == e.group and s.instance_id == e.instance_id and other != e.source:
+                        duplicates.append(_Duplicate(e.group, e.instance_id, other, e.source, e.seq,
+                                                     ns + bounds.fence_ns))
+                prev = last_stop.pop((e.group, e.instance_id), None)
+                if prev is not None and ns - prev[0] < prev[2]:
+                    restarts[e.source] = _Restart(e.group, e.instance_id, e.source, prev[1], prev[0], e.seq,
+                                                  ns + e.session_timeout_ms * 1_000_000 + slack,
+                                                  group_gen.get(e.group))
+            starts[e.source] = e
+        elif t is MemberStop:
+            s = starts.pop(e.source, None)
+            for r in restarts.values():
+                if r.source != e.source:
+                    r.disturbed = True
+            for d in duplicates:
+                if d.older == e.source:
+                    d.fenced = True
+            if s is not None and s.instance_id is not None:
+                last_stop[(s.group, s.instance_id)] = (ns, e.seq, s.session_timeout_ms * 1_000_000)
+        elif t is Assigned:
+            r = restarts.pop(e.source, None)
+            if r is not None:
+                close_restart(r, e)
+            for d in duplicates:
+                if d.newer == e.source and d.assigned_seq is None:
+                    d.assigned_seq = e.seq
+        elif t is ErrorEvent or (t is Commit and e.outcome is Outcome.FAIL):
+            if is_fenced_instance(e.error_code, e.error_name):
+                for d in duplicates:
+                    if d.older == e.source:
+                        d.fenced = True
+                    elif d.newer == e.source and not d.fenced and d.wrong_fenced is None:
+                        d.wrong_fenced = e.seq
+        elif t is Commit:
+            if e.outcome is Outcome.OK:
+                for d in duplicates:
+                    if d.older == e.source and d.assigned_seq is not None and not d.fenced:
+                        log.violation(f"group {d.group}: {d.older} still had a commit accepted after {d.newer} "
+                                      f"took over instance id {d.instance_id}", d.start_seq, d.assigned_seq, e.seq)
+        elif t is FaultStart:
+            for r in restarts.values():
+                r.disturbed = True
+        elif t is BrokerLog:
+            if e.event is BrokerLogEvent.MEMBER_FAILED:
+                for r in restarts.values():
+                    r.disturbed = True
+            elif e.event is BrokerLogEvent.STABILIZED and e.generation is not None:
+                for r in restarts.values():
+                    if r.group == e.group and r.base_gen is not None and e.generation > r.base_gen:
+                        r.rebalance.append((f"generation {e.generation} stabilized", e.seq))
+                group_gen[e.group] = e.generation
+            elif e.event is BrokerLogEvent.PREPARING_REBALANCE:
+                for r in restarts.values():
+                    if r.group == e.group:
+                        r.rebalance.append((f"broker {e.broker} started preparing a rebalance", e.seq))
+        elif t is GroupStateSample:
+            if e.state is GroupState.STABLE and e.generation is not None:
+                for r in restarts.values():
+                    if r.group == e.group and r.base_gen is not None and e.generation > r.base_gen:
+                        r.rebalance.append((f"group Stable at generation {e.generation}", e.seq))
+                if e.generation > group_gen.get(e.group, -1):
+                    group_gen[e.group] = e.generation
+    for r in restarts.values():
+        if idx.last_ns > r.deadline_ns or r.rebalance:
+            close_restart(r, None)
+    undecided = []
+    for d in duplicates:
+        if d.wrong_fenced is not None:
+            log.violation(f"group {d.group}: the newer member {d.newer} was fenced for instance id {d.instance_id} "
+                          f"while the older {d.older} kept running", d.start_seq, d.wrong_fenced)
+        elif not d.fenced:
+            if idx.last_ns > d.deadline_ns:
+                log.violation(f"group {d.group}: {d.older} was never fenced after {d.newer} joined with the same "
+                              f"instance id {d.instance_id}", d.start_seq)
+            else:
+                undecided.append(f"{d.older} not fenced yet when the history ends")
+    metrics = {"static_restarts_judged": judged_restarts, "static_restarts_not_judged": skipped_restarts,
+               "duplicate_instance_ids": len(duplicates), "violations": log.violation_count}
+    return log.result(NAME, f"{judged_restarts} static restart(s) without rebalance, {len(duplicates)} duplicate "
+                      "instance id(s) fenced", f"{log.violation_count} static membership violation(s)", metrics,
+                      unknown="; ".join(undecided) if undecided else None)
