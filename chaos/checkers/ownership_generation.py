@@ -39,6 +39,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     claims = 0
     flagged: set[tuple] = set()
     claimed_by: dict[str, list[tuple]] = {}
+    instance_of: dict[str, tuple[str, str]] = {}  # source -> (group, group.instance.id)
+
+    def drop_claims(source: str) -> None:
+        for key in claimed_by.pop(source, ()):
+            if owners.get(key, ("",))[0] == source:
+                del owners[key]
 
     def claim(group: str, gen: int, tp: tuple, source: str, seq: int) -> None:
         nonlocal claims
@@ -61,9 +67,16 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             # assignment over within the same generation (KIP-345).
             holding[src] = set()
             gen_of[src] = None
-            for key in claimed_by.pop(src, ()):
-                if owners.get(key, ("",))[0] == src:
-                    del owners[key]
+            drop_claims(src)
+            instance_of.pop(src, None)
+            if t is MemberStart and e.instance_id is not None:
+                # A new member with a running member's instance id replaces it in the group
+                # (KIP-345); the old one is a zombie until fenced, which invariants 2 and 8 judge.
+                for other, inst in list(instance_of.items()):
+                    if inst == (e.group, e.instance_id):
+                        drop_claims(other)
+                        holding[other] = set()
+                instance_of[src] = (e.group, e.instance_id)
             continue
         held = holding.setdefault(src, set())
         g = e.generation

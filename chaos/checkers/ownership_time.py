@@ -16,7 +16,9 @@ A window is *explained* when A was evicted without knowing it, shown by any of:
 - a fault that targeted A's node (``fault_start.node`` = A's source), started
   before the window opened and not healed before A acquired the partition;
 - A's own error saying it left the group after ``max.poll.interval.ms``
-  (librdkafka ``_MAX_POLL_EXCEEDED``, KIP-62).
+  (librdkafka ``_MAX_POLL_EXCEEDED``, KIP-62);
+- another member started with A's ``group.instance.id`` (KIP-345: the
+  coordinator replaces A, which learns it only when fenced).
 
 A window is a violation when it is unexplained, or when A processed the
 partition during the window and then, still inside the window, got an ``ok``
@@ -88,7 +90,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     absent_at: dict[str, list[tuple[int, int]]] = {}  # source -> [(ns, seq)] samples without it
     faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None]]
     fault_by_id: dict[str, list] = {}
-    max_poll: dict[str, list[tuple[int, int]]] = {}
+    displaced: dict[str, list[tuple[int, int]]] = {}
+    instance_of: dict[str, tuple[str, str]] = {}
     closed: list[tuple[_Window, int, int, bool]] = []  # (window, end_seq, end_ns, open)
     stray = 0
 
@@ -170,6 +173,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             holding[src] = set()
             if t is MemberStart:
                 member_id[src] = None
+                instance_of.pop(src, None)
+                if e.instance_id is not None:
+                    for other, inst in instance_of.items():
+                        if inst == (e.group, e.instance_id):
+                            displaced.setdefault(other, []).append((e.mono_ns, e.seq))
+                    instance_of[src] = (e.group, e.instance_id)
         elif t is BrokerLog:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
@@ -189,7 +198,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 rec[2] = e.mono_ns
         elif t is ErrorEvent:
             if e.error_name and "MAX_POLL" in normalise_error_name(e.error_name):
-                max_poll.setdefault(src, []).append((e.mono_ns, e.seq))
+                displaced.setdefault(src, []).append((e.mono_ns, e.seq))
 
     end_seq = history.events[-1].seq if history.events else 0
     for w in list(windows.values()):
@@ -202,7 +211,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     for w, seq, ns, still_open in closed:
         length_s = (ns - w.start_ns) / 1e9
         lengths.append(length_s)
-        cause, cause_seq = _cause(w, ns + slack, failed_at, absent_at, faults, max_poll)
+        cause, cause_seq = _cause(w, ns + slack, failed_at, absent_at, faults, displaced)
         where = (f"group {w.group} {fmt_tp(w.tp)}: {w.newer} acquired it at "
                  f"{idx.seconds(w.start_ns):.3f}s while {w.zombie} still held it; window "
                  f"{length_s:.3f}s{' (still open at the end)' if still_open else ''}")
@@ -233,7 +242,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                       f"{log.violation_count} ownership overlap violation(s)", metrics)
 
 
-def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, max_poll) -> tuple[str | None, int | None]:
+def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, displaced) -> tuple[str | None, int | None]:
     if w.zombie_member_id:
         for ns, seq in failed_at.get(w.zombie_member_id, ()):
             if w.zombie_since_ns <= ns <= until_ns:
@@ -244,7 +253,7 @@ def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, max_poll) ->
     for start_ns, seq, end_ns in faults.get(w.zombie, ()):
         if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
             return f"fault on {w.zombie}", seq
-    for ns, seq in max_poll.get(w.zombie, ()):
+    for ns, seq in displaced.get(w.zombie, ()):
         if w.zombie_since_ns <= ns <= until_ns:
-            return f"{w.zombie} exceeded max.poll.interval.ms", seq
+            return f"{w.zombie} left the group (max.poll.interval.ms) or was replaced by its instance id", seq
     return None, None
