@@ -117,12 +117,24 @@ class ManagedProcess:
                 self.kill()
         return self.popen.poll()
 
-    def log_tail(self, lines: int = 5) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except FileNotFoundError:
-            return "(no log)"
-        return " | ".join(line.strip() for line in text[-lines:])
+    def log_tail(self, lines: int = 3) -> str:
+        return log_excerpt(self.log_path, lines)
+
+
+def log_excerpt(path: Path, lines: int = 3) -> str:
+    """The lines of a log that say why a process failed, on one line.
+
+    The first ERROR/FATAL/exception line (the cause) followed by the last
+    lines, with Java stack frames left out.
+    """
+    try:
+        text = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    except FileNotFoundError:
+        return "(no log)"
+    text = [l for l in text if not l.startswith(("at ", "... "))]
+    causes = [l for l in text if " ERROR " in l or " FATAL " in l or "Exception" in l]
+    picked = ([causes[0]] if causes else []) + [l for l in text[-lines:] if not causes or l != causes[0]]
+    return " | ".join(picked)[-600:] or "(empty log)"
 
 
 class Session:

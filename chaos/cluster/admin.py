@@ -136,6 +136,8 @@ def retry(fn, deadline: float, what: str, interval: float = 0.2):
             value = fn()
             if value is not None:
                 return value
+        except InfrastructureError:
+            raise  # definite (a node died): waiting longer cannot help
         except Exception as exc:  # noqa: BLE001 - transient admin errors while nodes move
             last = exc
         if time.monotonic() >= deadline:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import time
@@ -27,14 +28,14 @@ from confluent_kafka import Producer
 
 from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.cluster.backend import Capability
-from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
+from chaos.cluster.runtime import cache_root, KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
 from chaos.cluster.settings import (
     jvm_args, broker_properties, log4j_properties, render_properties, zk_config,
 )
 from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
 from chaos.errors import InfrastructureError, UsageError
-from chaos.process import ManagedProcess, Session, terminate_on_sigterm
+from chaos.process import ManagedProcess, Session, log_excerpt, terminate_on_sigterm
 
 READY_TOPIC = "chaos.ready"
 
@@ -110,10 +111,29 @@ class LocalCluster:
             self._wait_usable(deadline)
             self._write_state()
         except BaseException:
+            self._preserve_logs()
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    @property
+    def failed_logs_dir(self) -> Path:
+        """Where node logs of a cluster that failed to start are kept (the workdir is deleted)."""
+        assert self.session is not None
+        return cache_root() / "failed-starts" / self.session.id
+
+    def _preserve_logs(self) -> None:
+        if self.session is None or not self.session.dir.exists():
+            return
+        dest = self.failed_logs_dir
+        for log in self.session.dir.glob("*/*.log"):
+            (dest / log.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, dest / log.parent.name / log.name)
+        # keep the last few failures only
+        runs = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
+        for old in runs[:-5]:
+            shutil.rmtree(old, ignore_errors=True)
 
     def stop(self) -> None:
         """Kill every node and proxy and delete the cluster's directory."""
@@ -184,10 +204,13 @@ class LocalCluster:
         if not proc.alive():
             tail = proc.log_tail()
             node_log = self.workdir / node / f"{node}.log"
-            if node_log.exists():
-                tail = " | ".join(node_log.read_text(errors="replace").strip().splitlines()[-3:]) or tail
+            if node_log.exists() and node_log.stat().st_size:
+                tail = log_excerpt(node_log, 1)
+            else:
+                node_log = proc.log_path
+            kept = self.failed_logs_dir / node / node_log.name
             hint = " (a port is already in use: retry, or pick another base_port)" if "Address already in use" in tail else ""
-            raise InfrastructureError(f"{node} exited with code {proc.popen.returncode}{hint}: {tail[-600:]}")
+            raise InfrastructureError(f"{node} exited with code {proc.popen.returncode}{hint}; log kept at {kept}: {tail}")
 
     def _wait_zk(self, node: str, port: int, deadline: float) -> None:
         while True:

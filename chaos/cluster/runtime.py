@@ -113,8 +113,11 @@ def _run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) ->
     with log.open("w") as out:
         rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
     if rc != 0:
-        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-        raise UsageError(f"{failure} (exit {rc}; full log {log}): {tail[-300:]}")
+        lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        # Maven's first [ERROR] line names the cause; the rest is boilerplate help
+        errors = [l for l in lines if l.startswith("[ERROR]")]
+        cause = (errors[0] if errors else " | ".join(lines[-2:]))[:300]
+        raise UsageError(f"{failure} (exit {rc}; full log {log}): {cause}")
 
 
 def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = print) -> KafkaRuntime:
