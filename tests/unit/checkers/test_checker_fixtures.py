@@ -1,0 +1,67 @@
+"""Every hand-made fixture is judged exactly as fixtures/histories/MANIFEST.yaml says.
+
+A checker is trusted only once it has caught known-bad histories (DESIGN.md
+section 5): each bad fixture must be flagged by exactly the expected checkers,
+with evidence citing the right events; each near miss must pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos.checkers.registry import run_checkers
+from chaos.checkers.result import CheckerName, Validity
+from chaos.history import read_history
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
+MANIFEST = yaml.safe_load((FIXTURES / "MANIFEST.yaml").read_text())
+
+
+def test_manifest_lists_every_fixture_and_only_known_checkers():
+    assert set(MANIFEST) == {p.name for p in FIXTURES.glob("*.jsonl")}
+    for spec in MANIFEST.values():
+        for name in list(spec["expect"]) + list(spec["evidence"]):
+            CheckerName(name)
+
+
+def test_every_checker_has_a_failing_fixture_and_a_passing_one():
+    failing = {c for spec in MANIFEST.values() for c, v in spec["expect"].items() if v == "false"}
+    assert failing == {c.value for c in CheckerName}
+    near_misses = [n for n, spec in MANIFEST.items() if not spec["expect"]]
+    assert len(near_misses) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_fixture(name):
+    spec = MANIFEST[name]
+    verdict = run_checkers(read_history(FIXTURES / name))
+    got = {r.checker.value: r.valid.value for r in verdict.results}
+    want = {c.value: spec["expect"].get(c.value, "true") for c in CheckerName}
+    assert got == want, {r.checker.value: r.summary for r in verdict.results if got[r.checker.value] != want[r.checker.value]}
+    for checker, seqs in spec["evidence"].items():
+        cited = {s for f in verdict.result(checker).violations for s in f.evidence}
+        assert set(seqs) <= cited, f"{checker} cites {sorted(cited)}, expected to include {seqs}"
+    for r in verdict.results:
+        if r.valid is Validity.FALSE:
+            assert r.violations and all(f.evidence for f in r.violations)
+
+
+def test_zombie_window_metrics_reported():
+    verdict = run_checkers(read_history(FIXTURES / "ownership-time-zombie-explained.jsonl"))
+    r = verdict.result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.TRUE
+    assert r.metrics["zombie_windows"] == 1 and r.metrics["zombie_window_max_s"] > 1.0
+    assert any("coordinator declared m0 failed" in f.description for f in r.findings)
+
+
+def test_duplicates_counted_not_failed():
+    r = run_checkers(read_history(FIXTURES / "delivery-duplicates.jsonl")).result(CheckerName.DELIVERY)
+    assert r.valid is Validity.TRUE and r.metrics["duplicates"] == 2 and r.metrics["lost"] == 0
+
+
+def test_time_to_recover_metric():
+    r = run_checkers(read_history(FIXTURES / "realistic-eager-roundrobin-faults.jsonl")).result(CheckerName.CONVERGENCE)
+    assert r.valid is Validity.TRUE and 0 < r.metrics["time_to_recover_s"] < r.metrics["bound_s"]
