@@ -17,6 +17,8 @@ offset" and are ignored. A ``fault_start`` whose type mentions ``reset``
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
@@ -30,72 +32,65 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
     slack = bounds.slack_ns
-    # per (group, topic, partition): [commit_max, commit_max_seq, sample_max, sample_max_seq, recent]
-    # recent: observations not yet older than slack: list of (ns, value, seq, is_sample)
+    # Per (group, topic, partition): [commit max, its seq, sample max, its seq, overall max, times, maxes, seqs]
+    # where times/maxes/seqs record each rise of the overall maximum, so "the maximum observed
+    # before t - slack" is one bisect. Values that do not lower the maximum take the fast path.
     state: dict[tuple, list] = {}
-    settled: dict[tuple, tuple[int, int]] = {}
     observations = 0
+    ok = Outcome.OK
     for e in idx.stream((Commit, CommittedOffsets, FaultStart)):
         t = type(e)
         if t is FaultStart:
             if "reset" in e.fault_type.lower():
                 state.clear()
-                settled.clear()
             continue
         if t is Commit:
-            if e.outcome is not Outcome.OK:
+            if e.outcome is not ok:
                 continue
             is_sample = False
         else:
             is_sample = True
         ns = e.mono_ns
+        seq = e.seq
+        group = e.group
         for topic, part, value in e.offsets:
             if value < 0:
                 continue
             observations += 1
-            key = (e.group, topic, part)
+            key = (group, topic, part)
             st = state.get(key)
             if st is None:
-                state[key] = [-1, 0, -1, 0, [(ns, value, e.seq, is_sample)]]
+                st = state[key] = [-1, 0, -1, 0, -1, [], [], []]
+            if value >= st[4]:
+                if value > st[4]:
+                    st[4] = value
+                    st[5].append(ns)
+                    st[6].append(value)
+                    st[7].append(seq)
                 if is_sample:
-                    state[key][2:4] = [value, e.seq]
-                else:
-                    state[key][0:2] = [value, e.seq]
+                    if value > st[2]:
+                        st[2], st[3] = value, seq
+                elif value > st[0]:
+                    st[0], st[1] = value, seq
                 continue
-            recent = st[4]
-            # Move observations older than the slack into the settled maximum.
-            cut = ns - slack
-            k = 0
-            smax = settled.get(key)
-            while k < len(recent) and recent[k][0] < cut:
-                o = recent[k]
-                if smax is None or o[1] > smax[0]:
-                    smax = (o[1], o[2])
-                k += 1
-            if k:
-                del recent[:k]
-                settled[key] = smax
-            where = f"group {e.group} {fmt_tp((topic, part))}"
-            what = "sample" if is_sample else f"commit by {e.source}"
-            if is_sample:
-                if value < st[2]:
-                    log.violation(f"{where}: committed offset sample {value} is below the earlier sample {st[2]}",
-                                  st[3], e.seq)
-                elif smax is not None and value < smax[0]:
-                    log.violation(f"{where}: committed offset went back from {smax[0]} to {value} ({what})",
-                                  smax[1], e.seq)
-                if value > st[2]:
-                    st[2], st[3] = value, e.seq
+            where = f"group {group} {fmt_tp((topic, part))}"
+            if is_sample and value < st[2]:
+                log.violation(f"{where}: committed offset sample {value} is below the earlier sample {st[2]}",
+                              st[3], seq)
+            elif not is_sample and value < st[0]:
+                log.violation(f"{where}: accepted commit {value} by {e.source} is below the earlier accepted "
+                              f"commit {st[0]}", st[1], seq)
             else:
-                if value < st[0]:
-                    log.violation(f"{where}: accepted commit {value} by {e.source} is below the earlier "
-                                  f"accepted commit {st[0]}", st[1], e.seq)
-                elif smax is not None and value < smax[0]:
-                    log.violation(f"{where}: committed offset went back from {smax[0]} to {value} ({what})",
-                                  smax[1], e.seq)
-                if value > st[0]:
-                    st[0], st[1] = value, e.seq
-            recent.append((ns, value, e.seq, is_sample))
+                i = bisect_left(st[5], ns - slack) - 1
+                if i >= 0 and value < st[6][i]:
+                    what = "sample" if is_sample else f"commit by {e.source}"
+                    log.violation(f"{where}: committed offset went back from {st[6][i]} to {value} ({what})",
+                                  st[7][i], seq)
+            if is_sample:
+                if value > st[2]:
+                    st[2], st[3] = value, seq
+            elif value > st[0]:
+                st[0], st[1] = value, seq
     metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count}
     return log.result(NAME, f"committed offsets never moved backwards ({observations} observations, "
                       f"{len(state)} partition(s))",

@@ -26,6 +26,8 @@ convergence.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
@@ -99,7 +101,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     last_sample: dict[str, tuple[int, int, str]] = {}
     samples_after: dict[str, int] = {}
     resumed: dict[str, tuple[int, int]] = {}
-    for e in idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample, Consumed)):
+    # Consumption resumed: the first batch of each group after T0 (consumed events are in time order).
+    consumed = idx.of(Consumed)
+    for i in range(bisect_right(consumed, t0, key=_mono), len(consumed)):
+        c = consumed[i]
+        if c.mono_ns >= cutoff or len(resumed) == len(groups):
+            break
+        resumed.setdefault(c.group, (c.mono_ns, c.seq))
+    for e in idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample)):
         if e.mono_ns >= cutoff:
             break
         t = type(e)
@@ -108,9 +117,6 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             group_of[e.source] = e.group
         elif t is MemberStop:
             live.pop(e.source, None)
-        elif t is Consumed:
-            if e.mono_ns > t0 and e.group not in resumed:
-                resumed[e.group] = (e.mono_ns, e.seq)
         elif t is GroupStateSample:
             if e.mono_ns < t0 or e.group in recovered:
                 continue
@@ -181,3 +187,7 @@ def _problem(s: GroupStateSample, parts: set, live: dict[str, str | None], group
             if m.assignment and m.member_id not in known:
                 return f"member {m.member_id} owns partitions but is not a running member"
     return None
+
+
+def _mono(e: Consumed) -> int:
+    return e.mono_ns

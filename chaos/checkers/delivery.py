@@ -36,106 +36,125 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
 
-    # Produced offsets per partition, sorted, with the send_ok seq of each.
-    produced: dict[tuple, dict[int, int]] = {}
+    # Produced offsets per partition, sorted and distinct; the send_ok seq of an offset is looked
+    # up only when a finding needs it (keeps the hot loop free of per-record dict writes).
+    by_tp: dict[tuple, list[int]] = {}
     for s in idx.of(SendOk):
         tp = (s.topic, s.partition)
-        d = produced.get(tp)
-        if d is None:
-            d = produced[tp] = {}
-        d.setdefault(s.offset, s.seq)
-    sorted_offsets = {tp: sorted(d) for tp, d in produced.items()}
+        lst = by_tp.get(tp)
+        if lst is None:
+            lst = by_tp[tp] = []
+        lst.append(s.offset)
+    sorted_offsets = {tp: sorted(set(lst)) for tp, lst in by_tp.items()}
+    send_seq: dict[tuple, int] = {}
 
-    seen_any: dict[tuple, set] = {}  # (topic, partition) -> offsets processed by anyone
+    def produced_seq(tp: tuple, offset: int) -> int:
+        if not send_seq:
+            for s in idx.of(SendOk):
+                send_seq.setdefault((s.topic, s.partition, s.offset), s.seq)
+        return send_seq[(tp[0], tp[1], offset)]
+
     processed: dict[tuple, set] = {}  # (group, topic, partition) -> offsets processed by that group
-    frontier: dict[tuple, int] = {}  # (group, topic, partition) -> index of first unprocessed produced offset
+    # (group, topic, partition) -> [index of first unprocessed produced offset, that offset or None]:
+    # processed sets only grow, so the true gap is never below the cached one and a commit at or
+    # below it needs no work (the common case; the scan is amortised over the history).
+    frontier: dict[tuple, list] = {}
     pending: dict[tuple, list[tuple[int, int]]] = {}  # (member, group, tp) -> auto commits awaiting next batch
     consumed_offsets = 0
     commits_checked = 0
+    no_offsets: list[int] = []
 
     def first_gap(key: tuple, tp: tuple) -> int | None:
         """Smallest produced offset the group has not processed (None: all processed)."""
-        offs = sorted_offsets.get(tp)
-        if not offs:
-            return None
-        done = processed.get(key)
-        i = frontier.get(key, 0)
-        if done:
-            n = len(offs)
-            while i < n and offs[i] in done:
-                i += 1
-            frontier[key] = i
-        return offs[i] if i < len(offs) else None
+        offs = sorted_offsets.get(tp, no_offsets)
+        done = processed.get(key, ())
+        f = frontier.get(key)
+        i = f[0] if f else 0
+        n = len(offs)
+        while i < n and offs[i] in done:
+            i += 1
+        gap = offs[i] if i < n else None
+        frontier[key] = [i, gap]
+        return gap
 
     def judge(c_seq: int, member: str, group: str, tp: tuple, n: int, gap: int, auto: bool) -> None:
         log.violation(f"group {group}: {member} committed {fmt_tp(tp)} at offset {n}{' (auto-commit)' if auto else ''} "
                       f"but offset {gap} (acknowledged) had not been processed by the group",
-                      c_seq, produced[tp][gap])
+                      c_seq, produced_seq(tp, gap))
 
+    ok = Outcome.OK
+    consumed_type = Consumed
     for e in idx.stream((Consumed, Commit)):
-        if type(e) is Consumed:
-            tp = (e.topic, e.partition)
+        if type(e) is consumed_type:
             key = (e.group, e.topic, e.partition)
             offs = e.offsets
             consumed_offsets += len(offs)
-            a = seen_any.get(tp)
-            if a is None:
-                a = seen_any[tp] = set()
-            a.update(offs)
             p = processed.get(key)
             if p is None:
                 p = processed[key] = set()
             p.update(offs)
             if pending:
+                tp = (e.topic, e.partition)
                 waiting = pending.pop((e.source, e.group, tp), None)
                 if waiting:
                     gap = first_gap(key, tp)
                     for c_seq, n in waiting:
                         if gap is not None and gap < n:
                             judge(c_seq, e.source, e.group, tp, n, gap, True)
-        elif e.outcome is Outcome.OK:
+        elif e.outcome is ok:
+            group = e.group
             for topic, part, n in e.offsets:
-                tp = (topic, part)
                 commits_checked += 1
-                gap = first_gap((e.group, topic, part), tp)
+                key = (group, topic, part)
+                f = frontier.get(key)
+                if f is not None and (f[1] is None or n <= f[1]):
+                    continue
+                tp = (topic, part)
+                gap = first_gap(key, tp)
                 if gap is not None and gap < n:
                     if e.auto:
-                        pending.setdefault((e.source, e.group, tp), []).append((e.seq, n))
+                        pending.setdefault((e.source, group, tp), []).append((e.seq, n))
                     else:
-                        judge(e.seq, e.source, e.group, tp, n, gap, False)
+                        judge(e.seq, e.source, group, tp, n, gap, False)
     for (member, group, tp), waiting in pending.items():
         gap = first_gap((group,) + tp, tp)
         for c_seq, n in waiting:
             if gap is not None and gap < n:
                 judge(c_seq, member, group, tp, n, gap, True)
 
+    seen_any: dict[tuple, set] = {}  # (topic, partition) -> offsets processed by anyone or read at the end
+    for (group, topic, part), offs in processed.items():
+        a = seen_any.get((topic, part))
+        if a is None:
+            seen_any[(topic, part)] = offs
+        else:
+            seen_any[(topic, part)] = a | offs
     final_seen = 0
+    final: dict[tuple, set] = {}
     for f in idx.of(FinalRead):
         for part, off in f.records:
             final_seen += 1
-            a = seen_any.get((f.topic, part))
-            if a is None:
-                a = seen_any[(f.topic, part)] = set()
-            a.add(off)
+            final.setdefault((f.topic, part), set()).add(off)
+    for tp, offs in final.items():
+        seen_any[tp] = seen_any.get(tp, set()) | offs
 
     lost = 0
     produced_total = 0
-    for tp, d in produced.items():
-        produced_total += len(d)
+    for tp, offs in sorted_offsets.items():
+        produced_total += len(offs)
         a = seen_any.get(tp, set())
-        missing = [o for o in sorted_offsets[tp] if o not in a]
+        missing = [o for o in offs if o not in a]
         lost += len(missing)
         for o in missing:
             log.violation(f"record {fmt_tp(tp)}@{o} was acknowledged (send_ok) but never processed nor seen by "
-                          "the final read", d[o])
-    unique = sum(len(s) for s in seen_any.values())
+                          "the final read", produced_seq(tp, o))
     processed_unique = sum(len(s) for s in processed.values())
     duplicates = consumed_offsets - processed_unique
     if duplicates:
         log.note(f"{duplicates} record(s) were processed more than once within their group "
                  "(allowed: at-least-once)")
     metrics = {"produced": produced_total, "lost": lost, "consumed_records": consumed_offsets,
-               "duplicates": duplicates, "final_read_records": final_seen, "distinct_seen": unique,
+               "duplicates": duplicates, "final_read_records": final_seen,
                "commit_partitions_checked": commits_checked, "violations": log.violation_count}
     return log.result(NAME, f"all {produced_total} acknowledged record(s) were processed; no commit ran ahead of "
                       f"processing ({duplicates} duplicate deliveries)",

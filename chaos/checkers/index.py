@@ -47,10 +47,12 @@ class HistoryIndex:
         if got is None:
             if len(key) == 1:
                 got = self.of(next(iter(key)))
-            else:
-                lists = [self.by_type[t] for t in key if t in self.by_type]
-                got = [e for lst in lists for e in lst]
+            elif sum(len(self.by_type.get(t, ())) for t in key) * 4 < len(self.history.events):
+                # few events: merge the per-type lists (sorted runs) by seq
+                got = [e for t in key for e in self.by_type.get(t, ())]
                 got.sort(key=_seq)
+            else:
+                got = [e for e in self.history.events if type(e) in key]
             self._streams[key] = got
         return got
 

@@ -103,6 +103,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     samples = 0
     for s in idx.of(GroupStateSample):
         samples += 1
+        listed = [tp for m in s.members for tp in m.assignment]
+        if len(set(listed)) == len(listed):
+            continue  # fast path: no partition listed twice
         seen: dict[tuple, str] = {}
         for m in s.members:
             for tp in m.assignment:

@@ -33,6 +33,7 @@ too; while nobody holds it, it is reported only.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from chaos.checkers.bounds import ResolvedBounds
@@ -74,7 +75,7 @@ class _Window:
     commit_seq: int | None = None
 
 
-_TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop, Consumed, Commit, BrokerLog, GroupStateSample,
+_TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop, Consumed, Commit, BrokerLog,
           FaultStart, FaultEnd, ErrorEvent)
 
 
@@ -87,7 +88,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     windows: dict[tuple, _Window] = {}  # (group, tp, zombie, newer)
     zombie_windows: dict[tuple[str, str, tuple], list[_Window]] = {}  # (group, zombie, tp) -> open windows
     failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
-    absent_at: dict[str, list[tuple[int, int]]] = {}  # source -> [(ns, seq)] samples without it
+    samples = idx.of(GroupStateSample)  # looked up per window only (windows are rare)
     faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None]]
     fault_by_id: dict[str, list] = {}
     displaced: dict[str, list[tuple[int, int]]] = {}
@@ -130,8 +131,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             tp = (e.topic, e.partition)
             held = holding.get(src)
             if held is not None and tp in held:
-                for w in zombie_windows.get((e.group, src, tp), ()):
-                    w.processed.append(e.seq)
+                if windows:  # fast path: no zombie window open (the common case)
+                    for w in zombie_windows.get((e.group, src, tp), ()):
+                        w.processed.append(e.seq)
             else:
                 holders = since.get((e.group, tp))
                 if holders:
@@ -142,7 +144,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     stray += 1
                     log.note(f"{src} processed {fmt_tp(tp)} without holding it (nobody else held it)", e.seq)
         elif t is Commit:
-            if e.outcome is Outcome.OK:
+            if windows and e.outcome is Outcome.OK:
                 for topic, part, _ in e.offsets:
                     for w in zombie_windows.get((e.group, src, (topic, part)), ()):
                         if w.processed and w.commit_seq is None:
@@ -182,11 +184,6 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         elif t is BrokerLog:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
-        elif t is GroupStateSample:
-            present = {m.member_id for m in e.members}
-            for s, held in holding.items():
-                if held and group_of.get(s) == e.group and member_id.get(s) and member_id[s] not in present:
-                    absent_at.setdefault(s, []).append((e.mono_ns, e.seq))
         elif t is FaultStart:
             rec = [e.mono_ns, e.seq, None]
             fault_by_id[e.fault_id] = rec
@@ -211,7 +208,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     for w, seq, ns, still_open in closed:
         length_s = (ns - w.start_ns) / 1e9
         lengths.append(length_s)
-        cause, cause_seq = _cause(w, ns + slack, failed_at, absent_at, faults, displaced)
+        cause, cause_seq = _cause(w, ns + slack, failed_at, samples, faults, displaced, slack)
         where = (f"group {w.group} {fmt_tp(w.tp)}: {w.newer} acquired it at "
                  f"{idx.seconds(w.start_ns):.3f}s while {w.zombie} still held it; window "
                  f"{length_s:.3f}s{' (still open at the end)' if still_open else ''}")
@@ -242,14 +239,19 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                       f"{log.violation_count} ownership overlap violation(s)", metrics)
 
 
-def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, displaced) -> tuple[str | None, int | None]:
+def _cause(w: _Window, until_ns: int, failed_at, samples, faults, displaced,
+           slack_ns: int) -> tuple[str | None, int | None]:
     if w.zombie_member_id:
         for ns, seq in failed_at.get(w.zombie_member_id, ()):
             if w.zombie_since_ns <= ns <= until_ns:
                 return f"coordinator declared {w.zombie_member_id} failed", seq
-    for ns, seq in absent_at.get(w.zombie, ()):
-        if w.zombie_since_ns <= ns <= until_ns:
-            return f"coordinator no longer listed {w.zombie_member_id}", seq
+    if w.zombie_member_id:
+        for i in range(bisect_left(samples, w.zombie_since_ns, key=_mono), len(samples)):
+            s = samples[i]
+            if s.mono_ns > until_ns - slack_ns:  # a sample after the window proves nothing
+                break
+            if s.group == w.group and all(m.member_id != w.zombie_member_id for m in s.members):
+                return f"coordinator no longer listed {w.zombie_member_id}", s.seq
     for start_ns, seq, end_ns in faults.get(w.zombie, ()):
         if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
             return f"fault on {w.zombie}", seq
@@ -257,3 +259,7 @@ def _cause(w: _Window, until_ns: int, failed_at, absent_at, faults, displaced) -
         if w.zombie_since_ns <= ns <= until_ns:
             return f"{w.zombie} left the group (max.poll.interval.ms) or was replaced by its instance id", seq
     return None, None
+
+
+def _mono(e: GroupStateSample) -> int:
+    return e.mono_ns

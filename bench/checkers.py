@@ -1,0 +1,84 @@
+"""Benchmark: the full checker suite on simulated histories of 10^4 .. 10^7 events.
+
+Usage: ``python bench/checkers.py [--max-events 1000000] [--seed 1] [--no-parse]``
+
+For each size (one per decade from 10^4 up to ``--max-events``) it simulates a
+history (not timed), writes it to a temporary ``history.jsonl`` and times
+``read_history`` (parse, reported separately), then times ``run_checkers``
+with all nine checkers on the parsed history. Times are CPU seconds of this
+process (``time.process_time``: the target is per core, and wall time on a
+shared machine measures the neighbours); wall seconds are printed too. It
+prints events/s for both and the growth ratio of checker time per decade
+(10.0 = linear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaos.checkers.registry import run_checkers
+from chaos.checkers.result import Validity
+from chaos.checkers.simulation import SimulationSpec, simulate
+from chaos.history import read_history, write_history
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-events", type=int, default=1_000_000, help="largest size (default 10^6; 10^7 needs ~15 GB)")
+    ap.add_argument("--min-events", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--members", type=int, default=8)
+    ap.add_argument("--partitions", type=int, default=32)
+    ap.add_argument("--no-parse", action="store_true", help="skip the write/parse timing")
+    args = ap.parse_args(argv)
+    print(f"python {sys.version.split()[0]}  pid {os.getpid()}  (single process, one core; CPU seconds)")
+    print(f"{'events':>10} {'gen s':>7} {'parse s':>8} {'parse ev/s':>11} {'check s':>8} {'check ev/s':>11} "
+          f"{'x/decade':>8} {'wall s':>7} {'maxrss MB':>9}  verdict")
+    prev = None
+    n = args.min_events
+    while n <= args.max_events:
+        spec = SimulationSpec(seed=args.seed, events=n, members=args.members, partitions=args.partitions)
+        t = time.perf_counter()
+        history = simulate(spec)
+        gen_s = time.perf_counter() - t
+        events = len(history.events)
+        parse_s = float("nan")
+        if not args.no_parse:
+            with tempfile.TemporaryDirectory() as d:
+                path = Path(d) / "history.jsonl"
+                write_history(path, history)
+                del history
+                gc.collect()
+                t = time.process_time()
+                history = read_history(path)
+                parse_s = time.process_time() - t
+        gc.collect()
+        t = time.process_time()
+        w = time.perf_counter()
+        verdict = run_checkers(history)
+        check_s = time.process_time() - t
+        wall_s = time.perf_counter() - w
+        ratio = "" if prev is None else f"{check_s / prev:8.2f}"
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{events:>10} {gen_s:7.2f} {parse_s:8.2f} {events / parse_s:11.0f} {check_s:8.2f} "
+              f"{events / check_s:11.0f} {ratio:>8} {wall_s:7.2f} {rss:9.0f}  {verdict.valid.value}", flush=True)
+        if verdict.valid is not Validity.TRUE:
+            for r in verdict.results:
+                if r.valid is not Validity.TRUE:
+                    print(f"   {r.checker.value}: {r.valid.value}: {r.summary}")
+        prev = check_s
+        del history, verdict
+        gc.collect()
+        n *= 10
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
