@@ -246,12 +246,20 @@ def stop_session_dir(session_dir: Path) -> list[ProcessRecord]:
         if proc is not None:
             try:
                 proc.kill()
-                proc.wait(10)
             except psutil.Error:
                 pass
             killed.append(rec)
+    for rec in killed:
+        _wait_dead(rec, 10.0)
     shutil.rmtree(session_dir, ignore_errors=True)
     return killed
+
+
+def _wait_dead(rec: ProcessRecord, timeout: float) -> None:
+    """Wait until a killed process is gone or a zombie (an orphan's reaping is init's job)."""
+    deadline = time.monotonic() + timeout
+    while rec.matches() is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def reap_orphans() -> list[ProcessRecord]:

@@ -2,133 +2,134 @@
 
 Roles are always *asked*, never computed: the coordinator of a group is the
 leader of ``__consumer_offsets`` partition ``abs(hash(G)) % N`` only while
-leadership is stable, and the admin API (FindCoordinator) gives the broker's
-current answer. The admin clients connect through the control lane's proxies
-like any other client.
+leadership is stable, and FindCoordinator gives the broker's current answer.
+The admin client connects through the control lane's proxies like any other
+client.
 
-Two client libraries, on purpose: cluster and topic metadata go through
-confluent-kafka's AdminClient; *coordinator-targeted* requests (FindCoordinator,
-DescribeGroups) go through kafka-python, because librdkafka aborts the whole
-process when a connection drops under such a request
-(confluentinc/librdkafka#4605, fix pending in PR #5397) — exactly what a
-chaos tool provokes. An abort would take the driver and its cleanup with it.
+Why kafka-python and not confluent-kafka's AdminClient here: librdkafka's admin
+code aborts the whole process (a C ``assert``) when a connection drops under a
+request — ``rd_kafka_enq_once_del_source_return`` for coordinator requests
+(confluentinc/librdkafka#4605, fix pending in PR #5397) and
+``rd_kafka_admin_response_parse: rko_result`` for metadata requests, both seen
+here while brokers start and die. A chaos tool provokes exactly that, and an
+abort would take the driver and its cleanup with it; kafka-python is pure
+Python and fails with exceptions instead.
 """
 
 from __future__ import annotations
 
-import time
-
 import threading
+import time
+from typing import Any, Callable, TypeVar
 
-from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.admin import KafkaAdminClient
+from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 from chaos.errors import InfrastructureError
 
+T = TypeVar("T")
+
+#: protocol level to speak: every broker this project runs (2.8-3.9) supports it,
+#: and fixing it avoids kafka-python's version probing against dying nodes.
+API_VERSION = (2, 8, 0)
+
 
 class ClusterAdmin:
-    """Admin operations against one cluster; every call is bounded by ``timeout``."""
+    """Admin operations against one cluster; each request is bounded by ``timeout``.
+
+    Thread-safe (one lock): the observer and the nemesis may share it.
+    """
 
     def __init__(self, bootstrap: str, timeout: float = 5.0):
         self.timeout = timeout
-        self._client = AdminClient({
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": int(timeout * 1000),
-            "reconnect.backoff.max.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000,
-            "log_level": 0,
-        })
-        self._bootstrap = bootstrap
-        self._groups: KafkaAdminClient | None = None
-        self._groups_lock = threading.Lock()
+        self._bootstrap = bootstrap.split(",")
+        self._client: KafkaAdminClient | None = None
+        self._lock = threading.Lock()
 
-    def _group_admin(self) -> KafkaAdminClient:
-        if self._groups is None:
-            self._groups = KafkaAdminClient(
-                bootstrap_servers=self._bootstrap.split(","),
-                request_timeout_ms=int(self.timeout * 1000),
-                reconnect_backoff_max_ms=500,
-                metadata_max_age_ms=1000,
-                client_id="chaos-admin",
-            )
-        return self._groups
+    def _call(self, fn: Callable[[KafkaAdminClient], T]) -> T:
+        with self._lock:
+            try:
+                if self._client is None:
+                    self._client = KafkaAdminClient(
+                        bootstrap_servers=self._bootstrap, client_id="chaos-admin", api_version=API_VERSION,
+                        request_timeout_ms=int(self.timeout * 1000), reconnect_backoff_max_ms=500,
+                        metadata_max_age_ms=1000,
+                    )
+                return fn(self._client)
+            except Exception:
+                # a failed request can leave the client pinned to a dead node;
+                # a fresh one re-bootstraps through the proxies
+                self._close_client()
+                raise
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001 - closing a broken client
+                pass
+            self._client = None
 
     def close(self) -> None:
-        with self._groups_lock:
-            if self._groups is not None:
-                self._groups.close()
-                self._groups = None
+        with self._lock:
+            self._close_client()
 
-    def describe_cluster(self):
-        return self._client.describe_cluster(request_timeout=self.timeout).result(self.timeout + 1)
+    def _metadata(self, topics: list[str] | None) -> dict[str, Any]:
+        return self._call(lambda c: c._get_cluster_metadata(topics=topics).to_object())
 
     def controller_id(self) -> int | None:
         """The broker id the cluster names as controller, or None if there is none."""
-        ctl = self.describe_cluster().controller
-        return None if ctl is None or ctl.id < 0 else ctl.id
+        cid = self._metadata([])["controller_id"]
+        return None if cid is None or cid < 0 else cid
 
     def broker_ids(self) -> list[int]:
-        return sorted(n.id for n in self.describe_cluster().nodes)
+        """Brokers registered now (the metadata cache follows ZooKeeper's /brokers/ids)."""
+        return sorted(b["node_id"] for b in self._metadata([])["brokers"])
+
+    def cluster(self) -> tuple[int | None, list[int]]:
+        md = self._metadata([])
+        cid = md["controller_id"]
+        return (None if cid is None or cid < 0 else cid), sorted(b["node_id"] for b in md["brokers"])
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        """Partition metadata of ``topic``: dicts with partition, leader, replicas, isr."""
+        md = self._metadata([topic])
+        for t in md["topics"]:
+            if t["topic"] == topic:
+                if t["error_code"] != 0:
+                    raise InfrastructureError(f"metadata for topic {topic}: error code {t['error_code']}")
+                return sorted(t["partitions"], key=lambda p: p["partition"])
+        raise InfrastructureError(f"no metadata for topic {topic}")
 
     def leader_id(self, topic: str, partition: int) -> int | None:
         """Leader of ``topic``-``partition``, None while it has none (offline)."""
-        fut = self._client.describe_topics(TopicCollection([topic]), request_timeout=self.timeout)[topic]
-        desc = fut.result(self.timeout + 1)
-        for p in desc.partitions:
-            if p.id == partition:
-                return None if p.leader is None or p.leader.id < 0 else p.leader.id
+        for p in self.partitions(topic):
+            if p["partition"] == partition:
+                return None if p["leader"] < 0 else p["leader"]
         raise InfrastructureError(f"topic {topic} has no partition {partition}")
-
-    def describe_topic(self, topic: str):
-        fut = self._client.describe_topics(TopicCollection([topic]), request_timeout=self.timeout)[topic]
-        return fut.result(self.timeout + 1)
-
-    def describe_group(self, group: str, coordinator: int | None = None):
-        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``)."""
-        with self._groups_lock:
-            try:
-                return self._group_admin().describe_consumer_groups([group], group_coordinator_id=coordinator)[0]
-            except Exception:
-                self._reset_group_admin()
-                raise
 
     def coordinator_id(self, group: str) -> int | None:
         """Broker id of ``group``'s coordinator (FindCoordinator); creates __consumer_offsets on first use."""
-        with self._groups_lock:
-            try:
-                coord = self._group_admin()._find_coordinator_ids([group])[group]
-            except Exception:
-                self._reset_group_admin()
-                raise
+        coord = self._call(lambda c: c._find_coordinator_ids([group])[group])
         return None if coord is None or coord < 0 else coord
 
-    def _reset_group_admin(self) -> None:
-        # a failed request can leave kafka-python's client pointing at a dead
-        # node; a fresh client re-bootstraps through the proxies.
-        if self._groups is not None:
-            try:
-                self._groups.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._groups = None
+    def describe_group(self, group: str, coordinator: int | None = None):
+        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``)."""
+        return self._call(lambda c: c.describe_consumer_groups([group], group_coordinator_id=coordinator)[0])
 
     def create_topic(self, topic: str, partitions: int, replication: int, configs: dict[str, str] | None = None) -> None:
-        fut = self._client.create_topics(
-            [NewTopic(topic, partitions, replication, config=configs or {})], request_timeout=self.timeout
-        )[topic]
         try:
-            fut.result(self.timeout + 1)
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                raise
+            self._call(lambda c: c.create_topics(
+                [NewTopic(topic, partitions, replication, topic_configs=configs or {})],
+                timeout_ms=int(self.timeout * 1000)))
+        except TopicAlreadyExistsError:
+            pass
 
     def create_partitions(self, topic: str, total: int) -> None:
-        from confluent_kafka.admin import NewPartitions
-        self._client.create_partitions([NewPartitions(topic, total)], request_timeout=self.timeout)[topic].result(self.timeout + 1)
+        self._call(lambda c: c.create_partitions({topic: NewPartitions(total)}, timeout_ms=int(self.timeout * 1000)))
 
 
-def retry(fn, deadline: float, what: str, interval: float = 0.2):
+def retry(fn: Callable[[], T | None], deadline: float, what: str, interval: float = 0.2) -> T:
     """Call ``fn`` until it returns a non-None value or ``deadline`` (monotonic) passes."""
     last: Exception | None = None
     while True:

@@ -171,7 +171,7 @@ class LocalCluster:
         cfg_path.write_text(render_properties(cfg))
         log = d / f"{name}.log"
         (d / "log4j.properties").write_text(log4j_properties(log))
-        argv = (self.java, *jvm_args(heap), f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
+        argv = (self.java, *jvm_args(heap, self.spec.jvm_profile), f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
                 f"-Dkafka.logs.dir={d}", "-cp", self.kafka.classpath, main, str(cfg_path))
         self._launch[name] = NodeLaunch(name, argv, d / "stdout.log", cfg_path, cfg)
 
@@ -230,18 +230,19 @@ class LocalCluster:
         def brokers_and_controller():
             for b in topo.brokers:
                 self._check_alive(b.node)
-            ids = self.admin.broker_ids()
-            return True if ids == want and self.admin.controller_id() is not None else None
+            controller, ids = self.admin.cluster()
+            return True if ids == want and controller is not None else None
 
         retry(brokers_and_controller, deadline, f"brokers {want} to register and a controller to be elected")
         retry(lambda: self.admin.coordinator_id("chaos-ready"), deadline, "__consumer_offsets to be created")
 
         def offsets_led():
-            desc = self.admin.describe_topic("__consumer_offsets")
-            return True if all(p.leader is not None and p.leader.id >= 0 for p in desc.partitions) else None
+            parts = self.admin.partitions("__consumer_offsets")
+            return True if parts and all(p["leader"] >= 0 for p in parts) else None
 
         retry(offsets_led, deadline, "every __consumer_offsets partition to have a leader")
-        self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf)
+        retry(lambda: self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf) or True, deadline,
+              f"topic {READY_TOPIC} to be created")
         retry(lambda: self.produce_probe(READY_TOPIC), deadline, "an acks=all produce through the proxies")
 
     def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0,

@@ -123,8 +123,19 @@ def log4j_properties(log_file: Path) -> str:
     ])
 
 
-def jvm_args(heap_mb: int) -> list[str]:
-    """Small heap, SerialGC and C1-only JIT: JVMs start fast and share 2 cores well."""
+#: the JVM flags of Kafka's own kafka-server-start.sh / kafka-run-class.sh
+KAFKA_DEFAULT_JVM = ["-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                     "-Djava.awt.headless=true"]
+
+
+def jvm_args(heap_mb: int, profile: str = "fast-start") -> list[str]:
+    """Small heap, SerialGC and C1-only JIT: JVMs start fast and share 2 cores well.
+
+    ``kafka-default`` gives Kafka's own flags instead (for comparison).
+    """
+    if profile == "kafka-default":
+        return [*KAFKA_DEFAULT_JVM, "-Dzookeeper.admin.enableServer=false"]
     return [
         f"-Xms{min(heap_mb, 128)}m", f"-Xmx{heap_mb}m",
         "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Annotated, Iterator
+from typing import Annotated, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -44,6 +44,9 @@ class ClusterSpec(BaseModel):
     #: fixed ports from here upward instead of free ones (for firewalled setups)
     base_port: Annotated[int, Field(ge=1024, le=65000)] | None = None
     broker_overrides: dict[str, str] = Field(default_factory=dict)
+    #: ``fast-start`` (small heap, SerialGC, C1 only) or ``kafka-default`` (the
+    #: flags of Kafka's own start scripts: 1 GiB heap, G1) — bench/cluster_start.py compares them
+    jvm_profile: Literal["fast-start", "kafka-default"] = "fast-start"
     #: seconds to wait for a usable cluster before failing with the node's log tail
     start_timeout_s: Annotated[float, Field(gt=0)] = 90.0
 
