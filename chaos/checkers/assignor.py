@@ -21,7 +21,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupState, GroupStateSample, History, SendOk
+from chaos.history import GroupState, GroupStateSample, History
 
 NAME = CheckerName.ASSIGNOR
 
@@ -32,18 +32,7 @@ _STICKY = ("sticky", "cooperative-sticky")
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
-    parts: dict[str, set] = {}
-    for e in idx.of(Assigned):
-        parts.setdefault(e.group, set()).update(e.partitions)
-    for s in idx.of(GroupStateSample):
-        for m in s.members:
-            parts.setdefault(s.group, set()).update(m.assignment)
-    send_parts: dict[str, set] = {}
-    for s in idx.of(SendOk):
-        send_parts.setdefault(s.topic, set()).add(s.partition)
-    for tps in parts.values():
-        for topic in {t for t, _ in tps}:
-            tps.update((topic, p) for p in send_parts.get(topic, ()))
+    parts = idx.group_partitions()
 
     judged_gens: dict[str, set] = {}
     previous: dict[str, tuple[int, dict[str, set]]] = {}  # group -> (seq, member -> partitions)

@@ -78,22 +78,20 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     bound = bounds.convergence_ns
     deadline = t0 + bound
 
-    # Partitions per group: from assignments and samples, plus produced partitions of those topics.
-    parts: dict[str, set] = {g: set() for g in groups}
-    for e in idx.of(Assigned):
-        parts.setdefault(e.group, set()).update(e.partitions)
-    for s in idx.of(GroupStateSample):
-        for m in s.members:
-            parts.setdefault(s.group, set()).update(m.assignment)
+    parts = {g: set(tps) for g, tps in idx.group_partitions().items()}
+    for g in groups:
+        parts.setdefault(g, set())
+    # Records acknowledged after T0 (send_ok events are in time order): first seq per topic.
     produced_after: dict[str, int] = {}
-    send_parts: dict[str, set] = {}
-    for s in idx.of(SendOk):
-        send_parts.setdefault(s.topic, set()).add(s.partition)
-        if t0 < s.mono_ns < cutoff:
-            produced_after.setdefault(s.topic, s.seq)
-    for g, tps in parts.items():
-        for topic in {t for t, _ in tps}:
-            tps.update((topic, p) for p in send_parts.get(topic, ()))
+    sends = idx.of(SendOk)
+    for i in range(bisect_right(sends, t0, key=_mono), len(sends)):
+        s = sends[i]
+        if s.mono_ns >= cutoff:
+            break
+        if s.topic not in produced_after:
+            produced_after[s.topic] = s.seq
+            if len(produced_after) == len(idx.topic_partitions()):
+                break
 
     live: dict[str, str | None] = {}  # source -> member id (None: not yet known), for running members
     group_of: dict[str, str] = {}

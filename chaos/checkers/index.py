@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from chaos.history import (
     Assigned,
     Event,
+    GroupStateSample,
+    SendOk,
     History,
     Lost,
     MemberStart,
@@ -34,6 +36,7 @@ class HistoryIndex:
             by_type[type(e)].append(e)
         self.by_type: dict[type, list[Event]] = dict(by_type)
         self._streams: dict[frozenset[type], list[Event]] = {}
+        self._cache: dict[str, object] = {}
         self.first_ns = history.events[0].mono_ns if history.events else 0
         self.last_ns = history.events[-1].mono_ns if history.events else 0
 
@@ -54,6 +57,35 @@ class HistoryIndex:
             else:
                 got = [e for e in self.history.events if type(e) in key]
             self._streams[key] = got
+        return got
+
+    def topic_partitions(self) -> dict[str, frozenset[int]]:
+        """Partitions that records were acknowledged on, per topic (cached)."""
+        got = self._cache.get("topic_partitions")
+        if got is None:
+            by_topic: dict[str, set[int]] = {}
+            for tp in {(e.topic, e.partition) for e in self.of(SendOk)}:
+                by_topic.setdefault(tp[0], set()).add(tp[1])
+            got = self._cache["topic_partitions"] = {t: frozenset(ps) for t, ps in by_topic.items()}
+        return got
+
+    def group_partitions(self) -> dict[str, frozenset[tuple[str, int]]]:
+        """Partitions of each group's topics (cached): every partition ever assigned in the group
+        or listed in a sample, plus every partition records were produced to on those topics."""
+        got = self._cache.get("group_partitions")
+        if got is None:
+            parts: dict[str, set] = {}
+            for e in self.of(Assigned):
+                parts.setdefault(e.group, set()).update(e.partitions)
+            for s in self.of(GroupStateSample):
+                acc = parts.setdefault(s.group, set())
+                for m in s.members:
+                    acc.update(m.assignment)
+            produced = self.topic_partitions()
+            for tps in parts.values():
+                for topic in {t for t, _ in tps}:
+                    tps.update((topic, p) for p in produced.get(topic, ()))
+            got = self._cache["group_partitions"] = {g: frozenset(tps) for g, tps in parts.items()}
         return got
 
     def membership(self) -> list[Event]:

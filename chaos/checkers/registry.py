@@ -8,6 +8,7 @@ Jepsen's ``checker/check-safe``) and merges ``false > unknown > true``.
 
 from __future__ import annotations
 
+import gc
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
@@ -78,6 +79,14 @@ def run_checkers(history: History, names: Iterable[CheckerName | str] | None = N
                  registry: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = CHECKERS) -> Verdict:
     """Judge ``history`` with the named checkers (all by default) and merge the results."""
     chosen = tuple(CheckerName) if names is None else parse_names(str(n) for n in names)
-    resolved = resolve(bounds or CheckerBounds(), history, index_of(history).of(MemberStart))
-    results = tuple(run_one(n, history, resolved, registry) for n in chosen)
+    # The cyclic GC would otherwise re-scan the whole (acyclic) history every few thousand
+    # allocations of the checkers' working sets: most of the time on large histories.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        resolved = resolve(bounds or CheckerBounds(), history, index_of(history).of(MemberStart))
+        results = tuple(run_one(n, history, resolved, registry) for n in chosen)
+    finally:
+        if was_enabled:
+            gc.enable()
     return Verdict(merge_validity(r.valid for r in results), results)

@@ -9,6 +9,7 @@ with ``UsageError("history.jsonl:LINE: what is wrong")``.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,6 +93,19 @@ def read_history(path: str | os.PathLike[str]) -> History:
     except SchemaError as exc:
         raise UsageError(f"{name}:1: {exc}") from None
     events: list[Event] = []
+    # Parsing allocates millions of acyclic objects; the cyclic GC would re-scan them all
+    # repeatedly (quadratic on large histories), so it is paused while parsing.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_events(name, header, lines, torn_tail, notes, events)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_events(name: str, header: Header, lines: list[bytes], torn_tail: bool, notes: list[str],
+                  events: list[Event]) -> History:
     append = events.append
     loads = orjson.loads
     last = len(lines) - 1
