@@ -25,7 +25,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
+from chaos.history import Assigned, GroupStateSample, History, MemberStart, MemberStop
 
 NAME = CheckerName.OWNERSHIP_GENERATION
 

@@ -104,10 +104,11 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     for e in idx.stream(types):
         t = type(e)
         ns = e.mono_ns
-        for src, r in list(restarts.items()):
-            if ns > r.deadline_ns:
-                del restarts[src]
-                close_restart(r, None)
+        if restarts:
+            for src, r in list(restarts.items()):
+                if ns > r.deadline_ns:
+                    del restarts[src]
+                    close_restart(r, None)
         if t is MemberStart:
             for r in restarts.values():
                 if e.source != r.source:
