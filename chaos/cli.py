@@ -149,5 +149,13 @@ def demo(out: Path, records: int) -> None:
     run_demo(out, say=click.echo, records=records)
 
 
+def _register_lazy_commands() -> None:
+    from chaos.checkers.command import check
+
+    main.add_command(check)
+
+
+_register_lazy_commands()
+
 if __name__ == "__main__":  # pragma: no cover
     main()

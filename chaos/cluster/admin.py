@@ -117,6 +117,11 @@ class ClusterAdmin:
         """DescribeGroups at the coordinator (kafka-python ``GroupInformation``)."""
         return self._call(lambda c: c.describe_consumer_groups([group], group_coordinator_id=coordinator)[0])
 
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """OffsetFetch for every partition the group committed: {(topic, partition): next offset}."""
+        res = self._call(lambda c: c.list_consumer_group_offsets(group))
+        return {(tp.topic, tp.partition): om.offset for tp, om in res.items()}
+
     def create_topic(self, topic: str, partitions: int, replication: int, configs: dict[str, str] | None = None) -> None:
         try:
             self._call(lambda c: c.create_topics(

@@ -1,0 +1,261 @@
+"""Consumer worker: one OS process per group member, recording what it owned and did.
+
+The loop is the same for every Python client library (the library sits behind
+:class:`ClientAdapter`):
+
+1. ``poll`` — the library runs its rebalance callbacks inside it; they record
+   ``assigned`` / ``revoked`` / ``lost`` with the generation and member id the
+   library itself reports;
+2. polled records join a local queue; up to ``max_records`` of it are
+   *processed* (optional per-record delay, optional user handler) and recorded
+   as ``consumed`` per partition with the offsets, the generation and member id;
+3. processed positions are committed per ``commit_mode``; every commit is
+   recorded with the generation / member id it was sent with and an outcome
+   from :mod:`chaos.outcome`.
+
+On revocation a correct member commits what it processed of the revoked
+partitions and drops their queued records. The deliberately wrong modes
+(``wrong_mode``) break exactly one rule each, for checker validation:
+
+* ``commit_before_process`` — commits a batch's end offsets *before*
+  processing it (a crash in between loses records: commit ⇒ processed fails);
+* ``ignore_revoke`` — keeps processing (and committing) queued records of
+  partitions it no longer owns (a zombie: single ownership fails);
+* ``skip_records`` — drops every ``skip_every``-th record unprocessed but
+  commits past it (at-least-once fails).
+
+SIGTERM/SIGINT stop the member cleanly (``member_stop`` clean=true, after the
+library's close, which revokes and leaves the group — or not, for static
+members, KIP-345). A SIGKILLed member writes nothing more; the runner records
+its ``member_stop`` and its last commit in flight stays ``unknown``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from chaos.history.event import CommitMode, Kind, WrongMode
+from chaos.history.writer import EventWriter
+from chaos.outcome import Operation, Outcome, classify
+from chaos.workload.spec import ConsumerSpec, WorkerConfig
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    outcome: Outcome
+    error_code: int | None = None
+    error_name: str | None = None
+
+
+class Callbacks(Protocol):
+    def assigned(self, partitions: list[TP], incremental: bool) -> None: ...
+    def revoked(self, partitions: list[TP], incremental: bool) -> None: ...
+    def lost(self, partitions: list[TP]) -> None: ...
+    def auto_committed(self, offsets: list[tuple[str, int, int]], result: CommitResult) -> None: ...
+
+
+class ClientAdapter(Protocol):
+    """What the loop needs from a client library."""
+
+    name: str
+    version: str
+
+    def subscribe(self, topic: str, callbacks: Callbacks) -> None: ...
+    def poll(self, max_records: int, timeout: float) -> list[Record]: ...
+    def group_view(self) -> tuple[int | None, str | None]:
+        """(generation, member id) as the library itself reports it now."""
+    def commit_sync(self, offsets: list[tuple[str, int, int]]) -> CommitResult: ...
+    def commit_async(self, offsets: list[tuple[str, int, int]],
+                     done: Callable[[CommitResult], None]) -> None: ...
+    def close(self) -> None: ...
+
+
+def classify_commit(code: int | None, name: str | None) -> CommitResult:
+    return CommitResult(classify(Operation.COMMIT, code, name), code, name)
+
+
+class Member:
+    """The processing loop of one group member (see module docstring)."""
+
+    def __init__(self, cfg: WorkerConfig, client: ClientAdapter, events: EventWriter):
+        assert cfg.consumer is not None
+        self.cfg = cfg
+        self.spec: ConsumerSpec = cfg.consumer
+        self.client = client
+        self.events = events
+        self.queue: deque[Record] = deque()
+        self.owned: set[TP] = set()
+        self.processed: dict[TP, int] = {}   # next offset to read, per partition processed so far
+        self.committed: dict[TP, int] = {}
+        self.stopping = False
+        self.seen = 0
+        self.handler = _load_handler(cfg.handler)
+
+    # ----------------------------------------------------------- callbacks
+    def _view(self) -> dict:
+        gen, member = self.client.group_view()
+        return {"generation": gen, "member_id": member}
+
+    def assigned(self, partitions: list[TP], incremental: bool) -> None:
+        self.owned |= set(partitions)
+        self.events.emit(Kind.ASSIGNED, group=self.cfg.group, partitions=[list(p) for p in partitions],
+                         incremental=incremental, **self._view())
+
+    def revoked(self, partitions: list[TP], incremental: bool) -> None:
+        self.events.emit(Kind.REVOKED, group=self.cfg.group, partitions=[list(p) for p in partitions],
+                         incremental=incremental, **self._view())
+        if self.spec.wrong_mode is WrongMode.IGNORE_REVOKE:
+            return  # wrong on purpose: keep the partitions' queued records and go on processing them
+        gone = set(partitions)
+        # last chance to commit what was processed (KIP-429: revoke callbacks run before giving up ownership)
+        if self.spec.commit_mode is not CommitMode.AUTO:
+            self._commit({tp: o for tp, o in self.processed.items() if tp in gone}, sync=True)
+        self._drop(gone)
+
+    def lost(self, partitions: list[TP]) -> None:
+        self.events.emit(Kind.LOST, group=self.cfg.group, partitions=[list(p) for p in partitions],
+                         incremental=False, **self._view())
+        if self.spec.wrong_mode is not WrongMode.IGNORE_REVOKE:
+            self._drop(set(partitions))  # lost: no commit is possible any more
+
+    def auto_committed(self, offsets: list[tuple[str, int, int]], result: CommitResult) -> None:
+        if offsets:
+            self.events.emit(Kind.COMMIT, group=self.cfg.group, offsets=[list(o) for o in offsets],
+                             outcome=result.outcome.value, error_code=result.error_code,
+                             error_name=result.error_name, auto=True, **self._view())
+
+    def _drop(self, gone: set[TP]) -> None:
+        self.owned -= gone
+        self.queue = deque(r for r in self.queue if (r.topic, r.partition) not in gone)
+        for tp in gone:
+            self.processed.pop(tp, None)
+
+    # ----------------------------------------------------------- commits
+    def _commit(self, positions: dict[TP, int], sync: bool) -> None:
+        offsets = sorted((t, p, o) for (t, p), o in positions.items() if self.committed.get((t, p)) != o)
+        if not offsets:
+            return
+        view = self._view()
+
+        def record(result: CommitResult) -> None:
+            self.events.emit(Kind.COMMIT, group=self.cfg.group, offsets=[list(o) for o in offsets],
+                             outcome=result.outcome.value, error_code=result.error_code,
+                             error_name=result.error_name, auto=False, **view)
+            if result.outcome is Outcome.OK:
+                for t, p, o in offsets:
+                    self.committed[(t, p)] = o
+
+        if sync:
+            record(self.client.commit_sync(offsets))
+        else:
+            self.client.commit_async(offsets, record)
+
+    # ----------------------------------------------------------- the loop
+    def _process(self, batch: list[Record]) -> None:
+        per_partition: dict[TP, list[int]] = {}
+        for i, rec in enumerate(batch):
+            self.seen += 1
+            if self.spec.wrong_mode is WrongMode.SKIP_RECORDS and self.seen % self.spec.skip_every == 0:
+                continue  # wrong on purpose: not processed, but the position moves past it
+            if self.spec.processing_delay_ms:
+                time.sleep(self.spec.processing_delay_ms / 1000)
+            if self.handler is not None:
+                self.handler(rec)
+            per_partition.setdefault((rec.topic, rec.partition), []).append(rec.offset)
+        view = self._view()
+        for (topic, partition), offsets in per_partition.items():
+            self.events.emit(Kind.CONSUMED, group=self.cfg.group, topic=topic, partition=partition,
+                             offsets=offsets, **view)
+
+    def run(self) -> None:
+        spec = self.spec
+        self.client.subscribe(self.cfg.topic, self)
+        while not self.stopping:
+            room = max(1, spec.max_records - len(self.queue))
+            for rec in self.client.poll(room, 0.0 if self.queue else 0.2):
+                self.queue.append(rec)
+            if not self.queue:
+                continue
+            batch = [self.queue.popleft() for _ in range(min(spec.max_records, len(self.queue)))]
+            ends: dict[TP, int] = {}
+            for rec in batch:
+                ends[(rec.topic, rec.partition)] = rec.offset + 1
+            if spec.wrong_mode is WrongMode.COMMIT_BEFORE_PROCESS and spec.commit_mode is not CommitMode.AUTO:
+                self._commit(ends, sync=True)   # wrong on purpose: commit, then process
+                self._process(batch)
+                self.processed.update(ends)
+                continue
+            self._process(batch)
+            self.processed.update(ends)
+            if spec.commit_mode is CommitMode.SYNC:
+                self._commit(ends, sync=True)
+            elif spec.commit_mode is CommitMode.ASYNC:
+                self._commit(ends, sync=False)
+            # AUTO: the library commits the positions of earlier polls on its own timer
+
+
+def _load_handler(ref: str | None) -> Callable[[Record], None] | None:
+    if not ref:
+        return None
+    module, _, func = ref.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def make_client(cfg: WorkerConfig) -> ClientAdapter:
+    assert cfg.consumer is not None
+    from chaos.history.event import Client
+
+    if cfg.consumer.client is Client.CONFLUENT_KAFKA:
+        from chaos.workload.clients.confluent import ConfluentClient
+        return ConfluentClient(cfg)
+    if cfg.consumer.client is Client.KAFKA_PYTHON:
+        from chaos.workload.clients.kafka_python import KafkaPythonClient
+        return KafkaPythonClient(cfg)
+    raise ValueError(f"client {cfg.consumer.client} has no Python adapter (the Java client runs VerifiableConsumer)")
+
+
+def run_consumer(cfg: WorkerConfig) -> int:
+    spec = cfg.consumer
+    assert spec is not None
+    events = EventWriter.for_run(cfg.run_dir, cfg.name)
+    client = make_client(cfg)
+    member = Member(cfg, client, events)
+
+    def stop(*_):
+        member.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    events.emit(Kind.MEMBER_START, group=cfg.group, client=client.name, client_version=client.version,
+                instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
+                commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,
+                max_poll_interval_ms=spec.max_poll_interval_ms,
+                auto_commit_interval_ms=spec.auto_commit_interval_ms if spec.commit_mode is CommitMode.AUTO else None,
+                wrong_mode=spec.wrong_mode.value if spec.wrong_mode else None)
+    try:
+        member.run()
+        client.close()  # revokes (committing processed offsets) and leaves the group
+    except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
+        events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}", error_code=None, error_name=None, fatal=True)
+        events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
+        events.close()
+        return 1
+    events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=True, signal=None)
+    events.close()
+    return 0

@@ -1,0 +1,285 @@
+"""A workload run: N members and M producers against a cluster, recorded into one run directory.
+
+Lifecycle (each step a ``phase`` event from source ``runner``)::
+
+    setup      topic created, header written, observer started, members then producers started
+    warmup     until every member has been assigned (or ``warmup_timeout_s``)
+    chaos      the workload runs for ``duration_s`` (faults are injected here by the nemesis)
+    quiesce    producers stopped; members catch up until the group's committed
+               offsets reach every partition's high watermark (bounded)
+    final_read a fresh reader reads every partition from the start (``final_read`` events)
+    teardown   members stopped (SIGTERM), observer stopped, events merged into history.jsonl
+
+The run directory holds ``header.json``, ``events/<source>.jsonl`` (one file
+per process), the merged ``history.jsonl``, ``workers/`` (each worker's
+config and stdout), ``logs/`` (each node's log) and ``resolved.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+from confluent_kafka import Consumer, TopicPartition
+from pydantic import BaseModel, ConfigDict, Field
+
+import chaos
+from chaos.cluster.admin import ClusterAdmin, retry
+from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
+from chaos.history.merge import merge_run
+from chaos.history.writer import EventWriter
+from chaos.process import ManagedProcess, Session
+from chaos.workload.observer import GroupObserver
+from chaos.workload.spec import ConsumerSpec, ProducerSpec, WorkerConfig
+
+
+class WorkloadSpec(BaseModel):
+    """The workload half of an experiment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partitions: Annotated[int, Field(ge=1, le=1000)] = 12
+    replication: Annotated[int, Field(ge=1)] = 3
+    consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
+    producers: tuple[ProducerSpec, ...] = (ProducerSpec(),)
+    duration_s: Annotated[float, Field(ge=0)] = 10.0
+    warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    drain_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+
+
+class WorkloadRun:
+    """One recorded run against a started cluster; use as a context manager."""
+
+    def __init__(self, cluster, spec: WorkloadSpec, run_dir: Path, *, seed: int | None = None,
+                 run_id: str | None = None, experiment: dict | None = None):
+        self.cluster = cluster
+        self.spec = spec
+        self.run_dir = Path(run_dir)
+        self.seed = seed
+        self.run_id = run_id or uuid.uuid4().hex[:10]
+        self.topic = f"chaos-{self.run_id}"
+        self.group = f"group-{self.run_id}"
+        self.experiment = experiment or {}
+        self.session: Session | None = None
+        self.members: dict[str, ManagedProcess] = {}
+        self.producers: dict[str, ManagedProcess] = {}
+        self.member_specs: dict[str, ConsumerSpec] = {f"consumer-{i}": c for i, c in enumerate(spec.consumers)}
+        self.producer_specs: dict[str, ProducerSpec] = {f"producer-{i}": p for i, p in enumerate(spec.producers)}
+        self.runner_events: EventWriter | None = None
+        self.observer: GroupObserver | None = None
+        self.admin: ClusterAdmin | None = None
+        self._merged: Path | None = None
+
+    # ------------------------------------------------------------ context
+    def __enter__(self) -> "WorkloadRun":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def phase(self, name: RunPhase) -> None:
+        assert self.runner_events is not None
+        self.runner_events.emit(Kind.PHASE, name=name.value)
+
+    # ------------------------------------------------------------ setup
+    def start(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "events").mkdir(exist_ok=True)
+        self.session = Session("workload")
+        self.runner_events = EventWriter.for_run(self.run_dir, "runner")
+        self.phase(RunPhase.SETUP)
+        self._write_header()
+        self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
+        self.admin.create_topic(self.topic, self.spec.partitions, min(self.spec.replication, self.cluster.spec.brokers))
+        retry(lambda: True if all(p["leader"] >= 0 for p in self.admin.partitions(self.topic)) and
+              len(self.admin.partitions(self.topic)) == self.spec.partitions else None,
+              time.monotonic() + 30, f"topic {self.topic} to have leaders")
+        broker_logs = {b.broker_id: self.cluster.log_path(b.node) for b in self.cluster.topology.brokers}
+        self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl")), self.group, self.topic,
+                                      self.run_dir, broker_logs,
+                                      interval=self.spec.observer_interval_ms / 1000).start()
+        for name in self.member_specs:
+            self.start_member(name)
+        for name in self.producer_specs:
+            self._spawn(name, WorkerConfig(role="producer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
+                                           bootstrap=self.cluster.bootstrap(self.producer_specs[name].lane),
+                                           topic=self.topic, group=self.group, producer=self.producer_specs[name]),
+                        self.producers)
+
+    def _write_header(self) -> None:
+        import confluent_kafka
+        import kafka as kafka_python
+
+        header = {
+            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "seed": self.seed,
+            "experiment": {**self.experiment, "workload": json.loads(self.spec.model_dump_json()),
+                           "topic": self.topic, "group": self.group},
+            "versions": {"kafka": self.cluster.spec.kafka_version, "kafka-chaos": chaos.__version__,
+                         "confluent-kafka": confluent_kafka.version()[0],
+                         "librdkafka": confluent_kafka.libversion()[0],
+                         "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
+            "configs": {"cluster": self.cluster.status()},
+        }
+        (self.run_dir / "header.json").write_text(json.dumps(header, indent=1, default=str))
+        (self.run_dir / "resolved.json").write_text(json.dumps(header["experiment"], indent=2, default=str))
+
+    def _spawn(self, name: str, cfg: WorkerConfig, into: dict[str, ManagedProcess]) -> ManagedProcess:
+        assert self.session is not None
+        wdir = self.run_dir / "workers"
+        wdir.mkdir(exist_ok=True)
+        cfg_path = wdir / f"{name}.json"
+        cfg_path.write_text(cfg.model_dump_json(indent=1))
+        proc = self.session.spawn(name, [sys.executable, "-m", "chaos.workload.worker", str(cfg_path)],
+                                  wdir / f"{name}.out")
+        into[name] = proc
+        return proc
+
+    # ------------------------------------------------------------ members
+    def start_member(self, name: str) -> ManagedProcess:
+        spec = self.member_specs[name]
+        cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
+                           bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
+                           consumer=spec)
+        return self._spawn(name, cfg, self.members)
+
+    def kill_member(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal a member; for SIGKILL record its ``member_stop`` on its behalf (it cannot)."""
+        proc = self.members[name]
+        if sig == signal.SIGKILL:
+            proc.kill()
+            self._record_stop(name, "SIGKILL")
+        elif sig == signal.SIGTERM:
+            proc.terminate(grace=30)
+        else:
+            proc.signal(sig)
+
+    def _record_stop(self, name: str, sig: str) -> None:
+        writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
+        writer.emit(Kind.MEMBER_STOP, group=self.group, clean=False, signal=sig)
+        writer.close()
+
+    def wait_assigned(self, timeout: float | None = None) -> None:
+        """Warm-up: until every running member has been assigned at least once."""
+        deadline = time.monotonic() + (timeout or self.spec.warmup_timeout_s)
+        want = {n for n, p in self.members.items() if p.alive()}
+
+        def all_assigned():
+            got = {n for n in want if b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
+            return True if got == want else None
+
+        retry(all_assigned, deadline, f"members {sorted(want)} to be assigned", interval=0.1)
+
+    # ------------------------------------------------------------ phases
+    def run(self, on_chaos=None) -> Path:
+        """The whole lifecycle; ``on_chaos(run)`` runs during the chaos phase (the nemesis)."""
+        self.phase(RunPhase.WARMUP)
+        self.wait_assigned()
+        self.phase(RunPhase.CHAOS)
+        t_end = time.monotonic() + self.spec.duration_s
+        if on_chaos is not None:
+            on_chaos(self)
+        while time.monotonic() < t_end:
+            time.sleep(0.05)
+        self.quiesce()
+        self.final_read()
+        return self.close()
+
+    def quiesce(self) -> bool:
+        """Stop producers, then wait until committed offsets reach every high watermark."""
+        self.phase(RunPhase.QUIESCE)
+        for proc in self.producers.values():
+            proc.terminate(grace=40)
+        deadline = time.monotonic() + self.spec.drain_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                high = self._high_watermarks()
+                committed = self.admin.committed_offsets(self.group)
+                if all(committed.get((self.topic, p), -1) >= h for p, h in high.items() if h > 0):
+                    return True
+            except Exception:  # noqa: BLE001 - the cluster may still be healing
+                pass
+            time.sleep(0.25)
+        return False
+
+    def _high_watermarks(self) -> dict[int, int]:
+        c = Consumer({"bootstrap.servers": self.cluster.bootstrap("ctl"), "group.id": f"wm-{self.run_id}",
+                      "enable.auto.commit": False, "log_level": 0})
+        try:
+            return {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
+                    for p in range(self.spec.partitions)}
+        finally:
+            c.close()
+
+    def final_read(self, timeout: float = 60.0) -> int:
+        """A fresh reader (no group) reads every partition from offset 0 to its high watermark."""
+        self.phase(RunPhase.FINAL_READ)
+        high = self._high_watermarks()
+        c = Consumer({"bootstrap.servers": self.cluster.bootstrap("ctl"), "group.id": f"final-{self.run_id}",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0})
+        c.assign([TopicPartition(self.topic, p, 0) for p in range(self.spec.partitions)])
+        seen: dict[int, list[int]] = {p: [] for p in range(self.spec.partitions)}
+        need = {p for p, h in high.items() if h > 0}
+        deadline = time.monotonic() + timeout
+        try:
+            while need and time.monotonic() < deadline:
+                for msg in c.consume(1000, 0.5):
+                    if msg.error() is None:
+                        seen[msg.partition()].append(msg.offset())
+                        if msg.offset() + 1 >= high[msg.partition()]:
+                            need.discard(msg.partition())
+        finally:
+            c.close()
+        writer = EventWriter.for_run(self.run_dir, "final-reader")
+        total = 0
+        for p, offsets in seen.items():
+            if offsets:
+                writer.emit(Kind.FINAL_READ, group=None, topic=self.topic, records=[[p, o] for o in offsets])
+                total += len(offsets)
+        writer.close()
+        return total
+
+    def close(self) -> Path | None:
+        """Stop every worker (members cleanly), the observer; merge the history; copy node logs."""
+        if self._merged is not None or self.session is None:
+            return self._merged
+        self.phase(RunPhase.TEARDOWN)
+        for name, proc in self.members.items():
+            if proc.alive():
+                if self.cluster is not None:
+                    proc.signal(signal.SIGCONT)
+                code = proc.terminate(grace=20)
+                if code is not None and code < 0:
+                    self._record_stop(name, signal.Signals(-code).name)
+        for proc in self.producers.values():
+            proc.terminate(grace=10)
+        self.session.close(remove_dir=True)
+        if self.observer is not None:
+            self.observer.stop()
+        if self.admin is not None:
+            self.admin.close()
+        assert self.runner_events is not None
+        self.runner_events.close()
+        logs = self.run_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        for node in self.cluster.topology.node_names:
+            try:
+                shutil.copy(self.cluster.log_path(node), logs / f"{node}.log")
+            except FileNotFoundError:
+                pass
+        self._merged = merge_run(self.run_dir)
+        return self._merged
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,25 @@
+"""Entry point of a worker process: ``python -m chaos.workload.worker CONFIG.json``.
+
+One process per producer and per group member, so faults can kill and freeze
+them for real. The config is a :class:`chaos.workload.spec.WorkerConfig`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from chaos.workload.spec import WorkerConfig
+
+
+def main(argv: list[str]) -> int:
+    cfg = WorkerConfig.model_validate_json(Path(argv[1]).read_text())
+    if cfg.role == "producer":
+        from chaos.workload.producer import run_producer
+        return run_producer(cfg)
+    from chaos.workload.consumer import run_consumer
+    return run_consumer(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
