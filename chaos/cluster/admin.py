@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 #: protocol level to speak: every broker this project runs (2.8-3.9) supports it,
 #: and fixing it avoids kafka-python's version probing against dying nodes.
-API_VERSION = (2, 8, 0)
+API_VERSION = (2, 8)
 
 
 class ClusterAdmin:

@@ -37,7 +37,10 @@ import signal
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Protocol
+
+import orjson
 
 from chaos.history.event import CommitMode, Kind, WrongMode
 from chaos.history.writer import EventWriter
@@ -90,6 +93,48 @@ def classify_commit(code: int | None, name: str | None) -> CommitResult:
     return CommitResult(classify(Operation.COMMIT, code, name), code, name)
 
 
+class InflightCommits:
+    """Commits sent but not yet answered, mirrored in a small side file.
+
+    A SIGKILLed member writes no more events, yet DESIGN.md §4 wants its
+    in-flight commit recorded as ``unknown`` (never assumed). The worker
+    writes each commit here *before* sending it and removes it once its
+    outcome is recorded; the runner, after killing the member, turns what is
+    left into ``commit`` events with outcome ``unknown`` (Jepsen's ``:info``).
+    The page cache survives the process, so no fsync is needed; a torn write
+    means the commit had not been sent yet, and is ignored by the reader.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.pending: dict[int, dict] = {}
+        self._next = 0
+
+    def add(self, entry: dict) -> int:
+        self._next += 1
+        self.pending[self._next] = entry
+        self._flush()
+        return self._next
+
+    def done(self, token: int) -> None:
+        self.pending.pop(token, None)
+        self._flush()
+
+    def _flush(self) -> None:
+        self.path.write_bytes(orjson.dumps(list(self.pending.values())))
+
+    @staticmethod
+    def read(path: Path) -> list[dict]:
+        try:
+            return list(orjson.loads(path.read_bytes()))
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return []
+
+
+def inflight_path(run_dir: str | Path, name: str) -> Path:
+    return Path(run_dir) / "workers" / f"{name}.inflight.json"
+
+
 class Member:
     """The processing loop of one group member (see module docstring)."""
 
@@ -106,6 +151,7 @@ class Member:
         self.stopping = False
         self.seen = 0
         self.handler = _load_handler(cfg.handler)
+        self.inflight = InflightCommits(inflight_path(cfg.run_dir, cfg.name))
 
     # ----------------------------------------------------------- callbacks
     def _view(self) -> dict:
@@ -152,11 +198,13 @@ class Member:
         if not offsets:
             return
         view = self._view()
+        token = self.inflight.add({"group": self.cfg.group, "offsets": [list(o) for o in offsets], **view})
 
         def record(result: CommitResult) -> None:
             self.events.emit(Kind.COMMIT, group=self.cfg.group, offsets=[list(o) for o in offsets],
                              outcome=result.outcome.value, error_code=result.error_code,
                              error_name=result.error_name, auto=False, **view)
+            self.inflight.done(token)
             if result.outcome is Outcome.OK:
                 for t, p, o in offsets:
                     self.committed[(t, p)] = o

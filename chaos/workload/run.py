@@ -35,6 +35,7 @@ from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.process import ManagedProcess, Session
+from chaos.workload.consumer import InflightCommits, inflight_path
 from chaos.workload.observer import GroupObserver
 from chaos.workload.spec import ConsumerSpec, ProducerSpec, WorkerConfig
 
@@ -162,7 +163,14 @@ class WorkloadRun:
             proc.signal(sig)
 
     def _record_stop(self, name: str, sig: str) -> None:
+        """Write, for a member that died without a word, its in-flight commits (unknown) and its stop."""
         writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
+        path = inflight_path(self.run_dir, name)
+        for entry in InflightCommits.read(path):
+            writer.emit(Kind.COMMIT, group=entry["group"], offsets=entry["offsets"], generation=entry["generation"],
+                        member_id=entry["member_id"], outcome="unknown", error_code=None,
+                        error_name=f"_KILLED_{sig}", auto=False)
+        path.unlink(missing_ok=True)
         writer.emit(Kind.MEMBER_STOP, group=self.group, clean=False, signal=sig)
         writer.close()
 
