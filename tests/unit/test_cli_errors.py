@@ -82,7 +82,8 @@ def test_maven_unreachable_is_one_line(tmp_path, state_env):
 def test_go_proxy_unreachable_is_one_line(tmp_path, state_env):
     cache = tmp_path / "cache"
     # Kafka "cached" so only the Toxiproxy build runs
-    real = Path.home() / ".cache" / "kafka-chaos" / "kafka" / "3.9.1"
+    from chaos.cluster.runtime import cache_root
+    real = cache_root() / "kafka" / "3.9.1"
     if not (real / ".complete").exists():
         pytest.skip("runtime not set up")
     (cache / "kafka").mkdir(parents=True)
