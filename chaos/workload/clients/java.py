@@ -1,0 +1,390 @@
+"""The Java client: Kafka's own ``VerifiableConsumer`` as a group member, translated into our events.
+
+The worker process (``python -m chaos.workload.worker CONFIG.json`` with
+``client: java``) runs :func:`run_java_consumer`: it starts
+``org.apache.kafka.tools.VerifiableConsumer`` (``kafka-tools`` jar) as its child
+JVM, reads the JVM's output and writes our events. The JVM dies with it:
+``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in the child (:func:`chaos.process._pdeathsig`),
+so a SIGKILLed worker leaves no live member behind. SIGTERM/SIGINT to the
+worker send SIGTERM to the JVM, whose shutdown hook wakes the consumer up and
+closes it (``onPartitionsRevoked``, LeaveGroup — none for static members,
+KIP-345); the worker then records ``member_stop`` clean=true if the JVM
+printed ``shutdown_complete``.
+
+What VerifiableConsumer does (Kafka 3.9 source, ``tools/.../VerifiableConsumer.java``):
+after every ``poll`` it prints ``record_data`` per record (``--verbose``) and a
+``records_consumed`` summary, then ``commitSync`` of the batch's next offsets
+and ``offsets_committed`` with ``success`` and ``error`` = the exception's
+*message* (not its class). It never commits asynchronously from the command
+line (``useAsyncCommit`` is hard-wired ``false``), and with
+``--enable-autocommit`` it prints no commits at all. So this client supports
+``commit_mode: sync`` only (async and auto are rejected; see
+:func:`check_spec`), and no ``wrong_mode`` / processing delay / handler.
+VerifiableConsumer does not override ``onPartitionsLost``, whose default calls
+``onPartitionsRevoked``: a loss prints ``partitions_revoked``.
+
+Generation and member id are not in VerifiableConsumer's JSON. They come from
+the Java consumer's own INFO log, which this worker routes (log4j 1 /
+reload4j config it writes) to **stdout**, prefixed ``@@log LEVEL LOGGER``, so
+that log lines and JSON lines arrive in one pipe in program order (a second
+pipe would let a ``partitions_assigned`` overtake the line that names its
+generation). Lines relied on (Kafka 3.9.1; the logger of both coordinator
+classes is ``o.a.k.clients.consumer.internals.ConsumerCoordinator``):
+
+* ``AbstractCoordinator.JoinGroupResponseHandler``:
+  ``Successfully joined group with generation Generation{generationId=N, memberId='M', protocol='P'}``
+  — the generation is set (state COMPLETING_REBALANCE);
+* ``AbstractCoordinator.SyncGroupResponseHandler``:
+  ``Successfully synced group in generation Generation{generationId=N, memberId='M', protocol='P'}``
+  — state STABLE: from here ``generationIfStable()`` is N, which
+  ``ConsumerCoordinator.sendOffsetCommitRequest`` stamps on OffsetCommit;
+* ``AbstractCoordinator.resetStateAndGeneration``:
+  ``Resetting generation and member id due to: …`` / ``Resetting generation due to: …``
+  — generation (and member id) gone;
+* ``ConsumerRebalanceListenerInvoker.invokePartitionsLost``
+  (logger ``…internals.ConsumerRebalanceListenerInvoker``):
+  ``Lost previously assigned partitions t-0, t-1`` — the next
+  ``partitions_revoked`` for exactly those partitions is recorded as ``lost``;
+* ``ERROR`` lines of ``org.apache.kafka.tools.VerifiableConsumer``
+  (``Error during processing, terminating consumer process``, e.g. a
+  ``FencedInstanceIdException``) become fatal ``error`` events; the exception
+  class is taken from the stack trace line that follows.
+
+A commit is recorded with the generation / member id current when its batch's
+``records_consumed`` was printed (``commitSync`` is called right after, so that
+is the generation the request carried). Its outcome comes from
+:func:`chaos.outcome.classify`, with the Java exception named from its message
+(:data:`COMMIT_MESSAGES`); an unrecognised message is ``unknown``. The Java
+client's in-flight commit is not announced before it is sent, so a killed
+worker's last commit is simply absent (the runner's ``unknown`` record cannot
+cover it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, KafkaRuntime, java_binary, kafka_runtime
+from chaos.history.event import Assignor, Client, CommitMode, Kind
+from chaos.history.writer import EventWriter
+from chaos.outcome import Operation, classify
+from chaos.process import _pdeathsig
+from chaos.workload.spec import ConsumerSpec, WorkerConfig
+
+MAIN_CLASS = "org.apache.kafka.tools.VerifiableConsumer"
+
+ASSIGNOR_CLASSES = {
+    Assignor.RANGE: "org.apache.kafka.clients.consumer.RangeAssignor",
+    Assignor.ROUNDROBIN: "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+    Assignor.STICKY: "org.apache.kafka.clients.consumer.StickyAssignor",
+    Assignor.COOPERATIVE_STICKY: "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+
+LOG_PREFIX = "@@log "
+
+LOG4J = """\
+log4j.rootLogger=WARN, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.Target=System.out
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=@@log %p %c %m%n
+log4j.logger.org.apache.kafka.clients.consumer.internals.ConsumerCoordinator=INFO
+log4j.logger.org.apache.kafka.clients.consumer.internals.AbstractCoordinator=INFO
+log4j.logger.org.apache.kafka.clients.consumer.internals.ConsumerRebalanceListenerInvoker=INFO
+"""
+
+#: Java commit exception messages (what ``offsets_committed.error`` carries) -> exception class.
+#: Sources: kafka-clients 3.9 ``CommitFailedException`` default message,
+#: ``ConsumerCoordinator.sendOffsetCommitRequest`` / ``OffsetCommitResponseHandler``,
+#: ``ConsumerCoordinator.commitOffsetsSync`` (timeout) and ``Errors`` default messages.
+COMMIT_MESSAGES: tuple[tuple[str, str], ...] = (
+    ("Commit cannot be completed since the group has already rebalanced", "CommitFailedException"),
+    ("Offset commit cannot be completed since the consumer is not part of an active group", "CommitFailedException"),
+    ("Offset commit cannot be completed since the consumer is undergoing a rebalance", "RebalanceInProgressException"),
+    ("Offset commit cannot be completed since the consumer member's old generation is fenced",
+     "CommitFailedException"),
+    ("Timeout of ", "TimeoutException"),
+    ("The coordinator is not aware of this member", "UnknownMemberIdException"),
+    ("Specified group generation id is not valid", "IllegalGenerationException"),
+    ("The group is rebalancing, so a rejoin is needed", "RebalanceInProgressException"),
+    ("This is not the correct coordinator", "NotCoordinatorException"),
+    ("The coordinator is not available", "CoordinatorNotAvailableException"),
+    ("The broker received an out of order sequence", "OutOfOrderSequenceException"),
+    ("The instance has been fenced", "FencedInstanceIdException"),
+    ("The broker rejected this static consumer since another consumer with the same group.instance.id",
+     "FencedInstanceIdException"),
+    ("Disconnected from node", "DisconnectException"),
+)
+
+_GEN = r"Generation\{generationId=(-?\d+), memberId='([^']*)', protocol='([^']*)'\}"
+_JOINED = re.compile(r"Successfully joined group with generation " + _GEN)
+_SYNCED = re.compile(r"Successfully synced group in generation " + _GEN)
+_RESET = re.compile(r"Resetting generation (and member id )?due to: (.*)")
+_LOST = re.compile(r"Lost previously assigned partitions (.*)")
+_EXCEPTION = re.compile(r"^(?:Caused by: )?([\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
+
+
+def check_spec(spec: ConsumerSpec) -> None:
+    """Reject what VerifiableConsumer cannot do, with one line saying what to change."""
+    if spec.commit_mode is not CommitMode.SYNC:
+        raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: use commit_mode sync "
+                         "(async is hard-wired off; with auto-commit it reports no commits)")
+    if spec.wrong_mode is not None:
+        raise ValueError("the Java VerifiableConsumer supports no wrong_mode: use a Python client for checker validation")
+    if spec.processing_delay_ms:
+        raise ValueError("the Java VerifiableConsumer has no processing delay: use a Python client for slow consumers")
+
+
+def commit_error_name(message: str | None) -> str | None:
+    """The Java exception class behind an ``offsets_committed.error`` message; the message itself if unknown."""
+    if message is None:
+        return None
+    for prefix, name in COMMIT_MESSAGES:
+        if message.startswith(prefix):
+            return name
+    return message
+
+
+def _parse_tps(text: str) -> frozenset[tuple[str, int]]:
+    """``[t-0, t-1]`` or ``t-0, t-1`` (TopicPartition.toString) -> {(t, 0), (t, 1)}."""
+    out = set()
+    for item in text.strip().strip("[]").split(","):
+        item = item.strip()
+        topic, _, part = item.rpartition("-")
+        if topic and part.isdigit():
+            out.add((topic, int(part)))
+    return frozenset(out)
+
+
+@dataclass
+class Translator:
+    """Turns VerifiableConsumer's stdout (JSON + ``@@log`` lines) into events; one instance per JVM.
+
+    Pure apart from ``events``: feed it lines with :meth:`feed`, then :meth:`finish`.
+    """
+
+    group: str
+    events: EventWriter
+    incremental: bool = False
+    generation: int | None = None
+    member_id: str | None = None
+    stable: bool = False
+    started: bool = False
+    shutdown: bool = False
+    _last_held: tuple[int | None, str | None] = (None, None)
+    _commit_view: tuple[int | None, str | None] | None = None
+    _lost_pending: frozenset = frozenset()
+    _records: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    _pending_error: str | None = None
+
+    def _view(self) -> dict:
+        return {"generation": self.generation, "member_id": self.member_id}
+
+    def feed(self, line: str) -> None:
+        line = line.rstrip("\r\n")
+        if not line:
+            return
+        if self._pending_error is not None and not line.startswith(LOG_PREFIX) and not line.startswith("{"):
+            m = _EXCEPTION.match(line.strip())
+            if m:
+                self._flush_error(m.group(1), m.group(2))
+                return
+            if line[:1].isspace():
+                return  # stack frame
+        if self._pending_error is not None:
+            self._flush_error(None, None)
+        if line.startswith("{"):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                return
+            if isinstance(obj, dict):
+                self._json(obj)
+        elif line.startswith(LOG_PREFIX):
+            level, _, rest = line[len(LOG_PREFIX):].partition(" ")
+            logger, _, message = rest.partition(" ")
+            self._log(level, logger, message)
+
+    def finish(self) -> None:
+        if self._pending_error is not None:
+            self._flush_error(None, None)
+
+    # ------------------------------------------------------------------ log lines
+    def _log(self, level: str, logger: str, message: str) -> None:
+        if m := _JOINED.search(message):
+            self.generation, self.member_id, self.stable = int(m.group(1)), m.group(2) or None, False
+        elif m := _SYNCED.search(message):
+            self.generation, self.member_id, self.stable = int(m.group(1)), m.group(2) or None, True
+        elif m := _RESET.search(message):
+            if self.generation is not None:
+                self._last_held = (self.generation, self.member_id)
+            self.generation, self.stable = None, False
+            if m.group(1):
+                self.member_id = None
+        elif m := _LOST.search(message):
+            self._lost_pending = _parse_tps(m.group(1))
+        elif level in ("ERROR", "FATAL") and logger == "org.apache.kafka.tools.VerifiableConsumer":
+            self._pending_error = _strip_context(message)
+
+    def _flush_error(self, name: str | None, text: str | None) -> None:
+        message = self._pending_error or ""
+        self._pending_error = None
+        if text:
+            message = f"{message} {name}: {text}"
+        self.events.emit(Kind.ERROR, message=message, error_code=None, error_name=name, fatal=True)
+
+    # ------------------------------------------------------------------ JSON lines
+    def _json(self, obj: dict) -> None:
+        name = obj.get("name")
+        if name == "startup_complete":
+            self.started = True
+        elif name == "partitions_assigned":
+            self.events.emit(Kind.ASSIGNED, group=self.group, partitions=_tps(obj), incremental=self.incremental,
+                             **self._view())
+        elif name == "partitions_revoked":
+            parts = _tps(obj)
+            lost = bool(self._lost_pending) and self._lost_pending == frozenset(map(tuple, parts))
+            self._lost_pending = frozenset()
+            if lost:
+                gen, member = (self.generation, self.member_id) if self.generation is not None else self._last_held
+                self.events.emit(Kind.LOST, group=self.group, partitions=parts, incremental=False,
+                                 generation=gen, member_id=member)
+            else:
+                self.events.emit(Kind.REVOKED, group=self.group, partitions=parts, incremental=self.incremental,
+                                 **self._view())
+        elif name == "record_data":
+            self._records.setdefault((obj["topic"], obj["partition"]), []).append(obj["offset"])
+        elif name == "records_consumed":
+            for summary in obj.get("partitions", []):
+                tp = (summary["topic"], summary["partition"])
+                offsets = self._records.pop(tp, None) or list(range(summary["minOffset"], summary["maxOffset"] + 1))
+                self.events.emit(Kind.CONSUMED, group=self.group, topic=tp[0], partition=tp[1], offsets=offsets,
+                                 **self._view())
+            self._records.clear()
+            self._commit_view = (self.generation, self.member_id)  # commitSync follows with this generation
+        elif name == "offsets_committed":
+            offsets = sorted((o["topic"], o["partition"], o["offset"]) for o in obj.get("offsets", []))
+            if not offsets:
+                return  # VerifiableConsumer calls commitSync even for an empty poll; nothing is sent
+            error = None if obj.get("success", True) else (obj.get("error") or "unknown commit failure")
+            error_name = commit_error_name(error)
+            gen, member = self._commit_view if self._commit_view is not None else (self.generation, self.member_id)
+            self.events.emit(Kind.COMMIT, group=self.group, offsets=[list(o) for o in offsets],
+                             outcome=classify(Operation.COMMIT, None, error_name).value, error_code=None,
+                             error_name=error_name, auto=False, generation=gen, member_id=member)
+        elif name == "shutdown_complete":
+            self.shutdown = True
+
+
+def _tps(obj: dict) -> list[list]:
+    return sorted([p["topic"], p["partition"]] for p in obj.get("partitions", []))
+
+
+def _strip_context(message: str) -> str:
+    # "[Consumer clientId=c, groupId=g] text" -> "text"
+    if message.startswith("[") and "] " in message:
+        return message.split("] ", 1)[1]
+    return message
+
+
+# ---------------------------------------------------------------------- the worker
+
+
+def command(cfg: WorkerConfig, runtime: KafkaRuntime, workdir: Path) -> list[str]:
+    """The JVM command line; writes its consumer.config and log4j config into ``workdir``."""
+    spec = cfg.consumer
+    assert spec is not None
+    workdir.mkdir(parents=True, exist_ok=True)
+    props = workdir / f"{cfg.name}.consumer.properties"
+    props.write_text("\n".join([
+        f"client.id={cfg.name}",
+        f"heartbeat.interval.ms={spec.heartbeat_interval_ms}",
+        f"max.poll.interval.ms={spec.max_poll_interval_ms}",
+        f"max.poll.records={spec.max_records}",
+        "reconnect.backoff.max.ms=1000",
+    ]) + "\n")
+    log4j = workdir / f"{cfg.name}.log4j.properties"
+    log4j.write_text(LOG4J)
+    argv = [
+        java_binary(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+        f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", runtime.classpath, MAIN_CLASS,
+        "--bootstrap-server", cfg.bootstrap, "--topic", cfg.topic, "--group-id", cfg.group,
+        "--verbose", "--reset-policy", "earliest",
+        "--assignment-strategy", ASSIGNOR_CLASSES[spec.assignor],
+        "--session-timeout", str(spec.session_timeout_ms),
+        "--consumer.config", str(props),
+    ]
+    if spec.instance_id:
+        argv += ["--group-instance-id", spec.instance_id]
+    return argv
+
+
+def client_version(runtime: KafkaRuntime) -> str:
+    """The kafka-clients version on the classpath (from its jar name)."""
+    for jar in sorted(runtime.lib_dir.glob("kafka-clients-*.jar")):
+        return jar.stem.removeprefix("kafka-clients-")
+    return runtime.version
+
+
+def run_java_consumer(cfg: WorkerConfig) -> int:
+    """Run one Java group member until SIGTERM/SIGINT (or until the JVM ends); the worker's exit code."""
+    spec = cfg.consumer
+    assert spec is not None
+    check_spec(spec)
+    runtime = kafka_runtime(os.environ.get("CHAOS_KAFKA_VERSION", DEFAULT_KAFKA_VERSION))
+    events = EventWriter.for_run(cfg.run_dir, cfg.name)
+    translator = Translator(cfg.group, events, incremental=spec.assignor is Assignor.COOPERATIVE_STICKY)
+    argv = command(cfg, runtime, Path(cfg.run_dir) / "workers")
+    events.emit(Kind.MEMBER_START, group=cfg.group, client=Client.JAVA.value, client_version=client_version(runtime),
+                instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
+                commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,
+                max_poll_interval_ms=spec.max_poll_interval_ms, auto_commit_interval_ms=None, wrong_mode=None)
+
+    stopping = threading.Event()
+    jvm = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           preexec_fn=_pdeathsig, text=True, errors="replace", bufsize=1)
+
+    def stop(*_):
+        stopping.set()
+        if jvm.poll() is None:
+            jvm.send_signal(signal.SIGTERM)  # shutdown hook: wakeup, close (revoke, LeaveGroup), shutdown_complete
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def read_stderr():
+        assert jvm.stderr is not None
+        for line in jvm.stderr:
+            sys.stderr.write(line)  # JVM diagnostics: the worker's own log
+
+    err_thread = threading.Thread(target=read_stderr, name="jvm-stderr", daemon=True)
+    err_thread.start()
+    assert jvm.stdout is not None
+    try:
+        for line in jvm.stdout:
+            translator.feed(line)
+    finally:
+        translator.finish()
+    code = jvm.wait()
+    err_thread.join(5)
+    clean = stopping.is_set() and translator.shutdown
+    if not clean:
+        events.emit(Kind.ERROR, message=f"VerifiableConsumer exited with {code} "
+                    f"({'after' if translator.shutdown else 'without'} shutdown_complete)",
+                    error_code=None, error_name=None, fatal=True)
+    events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=clean, signal=None)
+    events.close()
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":  # python -m chaos.workload.clients.java CONFIG.json (the worker routes here too)
+    sys.exit(run_java_consumer(WorkerConfig.model_validate_json(Path(sys.argv[1]).read_text())))
