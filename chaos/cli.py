@@ -149,6 +149,86 @@ def demo(out: Path, records: int) -> None:
     run_demo(out, say=click.echo, records=records)
 
 
+@main.command("list")
+@click.option("--dir", "directory", default="experiments", show_default=True, type=click.Path(path_type=Path))
+def list_experiments(directory: Path) -> None:
+    """Show the experiment catalogue."""
+    from chaos.experiment import catalogue
+
+    entries = catalogue(directory)
+    if not entries:
+        raise UsageError(f"no experiments in {directory}/ (each is a .yaml file)")
+    for path, exp in entries:
+        if isinstance(exp, UsageError):
+            click.echo(f"{path.stem:48s} INVALID: {exp}")
+        else:
+            kinds = ",".join(sorted({f.type.value for f in exp.faults})) or "none"
+            click.echo(f"{exp.name:48s} faults: {kinds:28s} {exp.description.splitlines()[0] if exp.description else ''}")
+
+
+@main.command()
+@click.option("--out", default=None, type=click.Path(path_type=Path), help="write to a file instead of stdout")
+def schema(out: Path | None) -> None:
+    """Print the JSON Schema of experiment files (for editors)."""
+    from chaos.experiment import json_schema
+
+    text = json.dumps(json_schema(), indent=2)
+    if out:
+        out.write_text(text + "\n")
+    else:
+        click.echo(text)
+
+
+@main.command()
+@click.argument("experiment")
+@click.option("--seed", default=1, show_default=True, type=int)
+def plan(experiment: str, seed: int) -> None:
+    """Print the fault schedule a seed gives (no cluster needed)."""
+    from chaos.experiment import load_experiment
+    from chaos.nemesis.schedule import plan as make_plan, timeline
+
+    click.echo(json.dumps(timeline(make_plan(load_experiment(experiment), seed)), indent=1))
+
+
+@main.command()
+@click.argument("experiments", nargs=-1, required=True)
+@click.option("--runs", default=None, type=click.IntRange(1, 10000), help="runs per experiment (default: its `runs`)")
+@click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")
+@click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path))
+@click.option("--kafka-version", default=None, help="override the experiments' Kafka version")
+@click.option("--json", "as_json", is_flag=True, help="print outcomes as JSON")
+def run(experiments, runs, seed, out, kafka_version, as_json) -> None:
+    """Run experiments against real clusters; exit 0 valid, 1 invariant failed, 2 bad input/infrastructure, 3 unknown."""
+    from rich.console import Console
+
+    from chaos.experiment import load_experiment
+    from chaos.runner import exit_code, run_experiments
+
+    exps = [load_experiment(e) for e in experiments]
+    if kafka_version:
+        exps = [e.with_overrides(**{"cluster.kafka_version": kafka_version}) for e in exps]
+    total = sum(runs or e.runs for e in exps)
+    console = Console(stderr=True)
+    done = {"n": 0}
+
+    def started(exp, k, s):
+        console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s} ...")
+
+    def finished(oc):
+        done["n"] += 1
+        mark = "ok" if oc.exit_code == 0 else ("ERROR" if oc.valid == "error" else "FAIL")
+        extra = oc.error or (", ".join(oc.failed_checkers) if oc.failed_checkers else "")
+        if not as_json:
+            click.echo(f"{mark:5s} {oc.experiment} run {oc.index} seed {oc.seed} verdict {oc.valid} "
+                       f"{oc.wall_s:.1f}s {extra}  -> {oc.run_dir}")
+
+    outcomes = run_experiments(exps, out, runs=runs, seed=seed, on_run=finished, on_start=started)
+    if as_json:
+        from dataclasses import asdict
+        click.echo(json.dumps([asdict(o) for o in outcomes], indent=1))
+    sys.exit(exit_code(outcomes))
+
+
 def _register_lazy_commands() -> None:
     from chaos.checkers.command import check
 

@@ -23,7 +23,8 @@ import time
 from typing import Any, Callable, TypeVar
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError,
+                          TopicAlreadyExistsError)
 
 from chaos.errors import InfrastructureError
 
@@ -46,7 +47,18 @@ class ClusterAdmin:
         self._client: KafkaAdminClient | None = None
         self._lock = threading.Lock()
 
-    def _call(self, fn: Callable[[KafkaAdminClient], T]) -> T:
+    def _call(self, fn: Callable[[KafkaAdminClient], T], attempts: int = 3) -> T:
+        """Run ``fn`` on a (fresh if needed) client; connection-level failures are retried, bounded."""
+        for attempt in range(attempts):
+            try:
+                return self._call_once(fn)
+            except (KafkaConnectionError, NodeNotReadyError, NoBrokersAvailable, KafkaTimeoutError):
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.3 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _call_once(self, fn: Callable[[KafkaAdminClient], T]) -> T:
         with self._lock:
             try:
                 if self._client is None:

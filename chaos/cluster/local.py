@@ -127,7 +127,10 @@ class LocalCluster:
         if self.session is None or not self.session.dir.exists():
             return
         dest = self.failed_logs_dir
-        for log in self.session.dir.glob("*/*.log"):
+        logs = list(self.session.dir.glob("*/*.log"))
+        if not logs:
+            return
+        for log in logs:
             (dest / log.parent.name).mkdir(parents=True, exist_ok=True)
             shutil.copy(log, dest / log.parent.name / log.name)
         # keep the last few failures only

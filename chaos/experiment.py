@@ -1,0 +1,317 @@
+"""Experiments as reviewable data: a typed, validated record of parts.
+
+An experiment (one YAML file in ``experiments/``, or the same structure built
+in Python) names the cluster shape, the workload, the fault schedule, the
+phases, which checkers judge the run and with which bounds, and how many runs.
+It is validated when it is loaded: unknown fields are rejected, and every
+error is one line naming the file, the field and what is allowed.
+
+Faults (see :mod:`chaos.nemesis`): a fault has a ``type``, a ``target`` role
+resolved at the moment of injection, a ``trigger`` (a time, a seeded random
+schedule, or a group state seen live) and a ``duration_s`` after which it is
+healed (always — healing runs in ``finally``).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from chaos.checkers.result import CheckerName
+from chaos.cluster.topology import ClusterSpec
+from chaos.errors import UsageError
+from chaos.history.event import GroupState
+from chaos.workload.run import WorkloadSpec
+
+
+class FaultType(StrEnum):
+    """What a fault does; each heals itself (the heal in brackets)."""
+
+    KILL = "kill"                     # SIGKILL (restart after duration_s)
+    TERMINATE = "terminate"           # SIGTERM: clean shutdown (restart after duration_s)
+    PAUSE = "pause"                   # SIGSTOP (SIGCONT after duration_s)
+    RESTART = "restart"               # SIGKILL and start again at once
+    BOUNCE = "bounce"                 # a member leaves cleanly and rejoins after duration_s (provokes rebalances)
+    LINK_DOWN = "link_down"           # proxies disabled: connections closed, new ones refused (enabled again)
+    BLACK_HOLE = "black_hole"         # timeout toxic 0: data held, connections open (toxic removed)
+    RESET_PEER = "reset_peer"         # connections reset (toxic removed)
+    LATENCY = "latency"               # latency_ms + jitter_ms (toxic removed)
+    BANDWIDTH = "bandwidth"           # rate_kb (toxic removed)
+    SLICER = "slicer"                 # packets sliced (toxic removed)
+    LIMIT_DATA = "limit_data"         # connection closed after bytes (toxic removed)
+    ADD_PARTITIONS = "add_partitions"  # topic grows to partitions (permanent: not undoable in Kafka)
+    ROLLING_RESTART = "rolling_restart"  # every broker (or member) restarted in turn
+
+
+#: faults that act on a process
+PROCESS_FAULTS = {FaultType.KILL, FaultType.TERMINATE, FaultType.PAUSE, FaultType.RESTART, FaultType.BOUNCE}
+#: faults that act on Toxiproxy links
+LINK_FAULTS = {FaultType.LINK_DOWN, FaultType.BLACK_HOLE, FaultType.RESET_PEER, FaultType.LATENCY,
+               FaultType.BANDWIDTH, FaultType.SLICER, FaultType.LIMIT_DATA}
+
+
+class Role(StrEnum):
+    """Who a fault hits, resolved at the moment of injection."""
+
+    COORDINATOR = "coordinator"       # the group's coordinator broker (FindCoordinator)
+    CONTROLLER = "controller"         # the controller broker
+    LEADER = "leader"                 # the leader of partition `partition` of the workload topic
+    GROUP_LEADER = "group_leader"     # the member the coordinator chose as group leader
+    RANDOM_MEMBER = "random_member"   # a live member, chosen with the run's seed
+    RANDOM_BROKER = "random_broker"   # a running broker, chosen with the run's seed
+    MEMBER = "member"                 # the member named in `node` (consumer-K)
+    NODE = "node"                     # the node named in `node` (broker-B, zk-Z)
+    ALL_BROKERS = "all_brokers"       # rolling restarts
+    ALL_MEMBERS = "all_members"       # rolling restarts
+    ZOOKEEPER_QUORUM = "zookeeper_quorum"  # a majority of the ZooKeeper ensemble
+    TOPIC = "topic"                   # the workload topic (add_partitions)
+
+
+MEMBER_ROLES = {Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER, Role.ALL_MEMBERS}
+
+
+class LinkScope(StrEnum):
+    """Which of a broker's links a link fault covers (a member's: always its lane)."""
+
+    CLIENTS = "clients"        # every worker lane of the broker
+    ZOOKEEPER = "zookeeper"    # the broker's ZooKeeper session
+    ALL = "all"                # worker lanes, the control lane and ZooKeeper
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RandomTrigger(_Strict):
+    """``count`` occurrences at seeded random times in [start_s, end_s] of the chaos phase."""
+
+    count: Annotated[int, Field(ge=1, le=1000)] = 1
+    start_s: Annotated[float, Field(ge=0)] = 0.0
+    end_s: Annotated[float, Field(gt=0)] | None = None
+    min_gap_s: Annotated[float, Field(ge=0)] = 0.0
+
+
+class Trigger(_Strict):
+    """When a fault fires. Exactly one of ``at_s``, ``random``, ``state``, ``on_revoked``, ``after_generation``.
+
+    State triggers follow the live stream (the coordinator's own log lines and
+    the members' events), because the classic GroupCoordinator
+    (``kafka.coordinator.group.GroupCoordinator``, 2.8–3.9) logs its
+    transitions:
+
+    * ``PreparingRebalance`` — "Preparing to rebalance group G … with old generation N";
+    * ``CompletingRebalance`` — "Stabilized group G generation N+1": despite its
+      wording this is logged in ``onCompleteJoin``, when the join phase ends,
+      the generation is bumped and the coordinator starts waiting for the
+      leader's SyncGroup; the group is Stable only after the leader's
+      assignment is durably stored in ``__consumer_offsets``;
+    * ``Stable`` — the first member's ``assigned`` event of the new
+      generation: SyncGroup responses are sent only after that store.
+    """
+
+    at_s: Annotated[float, Field(ge=0)] | None = None
+    random: RandomTrigger | None = None
+    state: Literal["PreparingRebalance", "CompletingRebalance", "Stable"] | None = None
+    on_revoked: str | None = None
+    after_generation: Annotated[int, Field(ge=1)] | None = None
+    #: state triggers: do not fire before this many seconds into the chaos phase
+    not_before_s: Annotated[float, Field(ge=0)] = 0.0
+    #: state triggers: give up (fault not injected, recorded) after this many seconds
+    timeout_s: Annotated[float, Field(gt=0)] = 60.0
+
+    @model_validator(mode="after")
+    def _one(self) -> "Trigger":
+        chosen = [k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"give exactly one of at_s, random, state, on_revoked, after_generation (got {chosen or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None)
+
+    def describe(self) -> str:
+        k = self.kind
+        v = getattr(self, k)
+        return f"{k}={v.model_dump() if isinstance(v, BaseModel) else v}"
+
+
+class FaultSpec(_Strict):
+    type: FaultType
+    target: Role
+    #: for target node/member: the node (broker-2, zk-1) or member (consumer-1)
+    node: str | None = None
+    #: for target leader: the partition of the workload topic
+    partition: Annotated[int, Field(ge=0)] = 0
+    links: LinkScope = LinkScope.ALL
+    trigger: Trigger = Trigger(at_s=0)
+    #: how long the fault lasts before its heal (0 = heal at once)
+    duration_s: Annotated[float, Field(ge=0)] = 5.0
+    #: toxic parameters: latency_ms, jitter_ms, rate_kb, bytes, avg_size, size_variation, delay_us
+    params: dict[str, float] = Field(default_factory=dict)
+    #: add_partitions: the new total
+    partitions: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "FaultSpec":
+        t, r = self.type, self.target
+        if r in (Role.NODE, Role.MEMBER) and not self.node:
+            raise ValueError(f"target {r.value} needs `node` (e.g. {'consumer-1' if r is Role.MEMBER else 'broker-2'})")
+        if t is FaultType.BOUNCE and r not in MEMBER_ROLES:
+            raise ValueError("bounce applies to members: use target member, group_leader, random_member")
+        if t is FaultType.ADD_PARTITIONS and (r is not Role.TOPIC or not self.partitions):
+            raise ValueError("add_partitions needs target: topic and partitions: N (the new total)")
+        if t is FaultType.ROLLING_RESTART and r not in (Role.ALL_BROKERS, Role.ALL_MEMBERS):
+            raise ValueError("rolling_restart needs target all_brokers or all_members")
+        if r is Role.ZOOKEEPER_QUORUM and t not in PROCESS_FAULTS - {FaultType.BOUNCE}:
+            raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
+        if t in LINK_FAULTS and r in (Role.TOPIC, Role.ALL_BROKERS, Role.ALL_MEMBERS, Role.ZOOKEEPER_QUORUM):
+            raise ValueError(f"link faults need one node or member as target, not {r.value}")
+        need = {FaultType.LATENCY: "latency_ms", FaultType.BANDWIDTH: "rate_kb", FaultType.LIMIT_DATA: "bytes"}
+        if t in need and need[t] not in self.params:
+            raise ValueError(f"{t.value} needs params.{need[t]}")
+        allowed = {"latency_ms", "jitter_ms", "rate_kb", "bytes", "avg_size", "size_variation", "delay_us", "toxicity"}
+        unknown = set(self.params) - allowed
+        if unknown:
+            raise ValueError(f"unknown params {sorted(unknown)}; allowed: {sorted(allowed)}")
+        return self
+
+
+class Phases(_Strict):
+    """Phase lengths. Warm-up ends when every member is assigned (bounded), plus ``warmup_s``."""
+
+    warmup_s: Annotated[float, Field(ge=0)] = 2.0
+    chaos_s: Annotated[float, Field(ge=0)] = 20.0
+    #: after the chaos phase, every fault is healed; this much time is then left for recovery
+    heal_s: Annotated[float, Field(ge=0)] = 0.0
+    #: bound on waiting for members to catch up after producers stop
+    quiesce_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class CheckerConfig(_Strict):
+    #: checkers to run (default all nine)
+    only: tuple[CheckerName, ...] | None = None
+    skip: tuple[CheckerName, ...] = ()
+    convergence_s: Annotated[float, Field(ge=0)] | None = None
+    clock_slack_s: Annotated[float, Field(ge=0)] = 0.5
+
+    def names(self) -> list[CheckerName]:
+        chosen = list(self.only) if self.only else list(CheckerName)
+        return [c for c in chosen if c not in self.skip]
+
+
+class Experiment(_Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+    description: str = ""
+    backend: Literal["local"] = "local"
+    cluster: ClusterSpec = ClusterSpec()
+    workload: WorkloadSpec = WorkloadSpec()
+    faults: tuple[FaultSpec, ...] = ()
+    phases: Phases = Phases()
+    checkers: CheckerConfig = CheckerConfig()
+    runs: Annotated[int, Field(ge=1, le=10000)] = 1
+    #: True when the experiment expects a checker to fail (wrong-mode sensitivity experiments)
+    expect_violation: tuple[CheckerName, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> "Experiment":
+        members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
+        nodes = {f"broker-{i}" for i in range(1, self.cluster.brokers + 1)} | {
+            f"zk-{i}" for i in range(1, self.cluster.zookeepers + 1)}
+        lanes = {f"lane{i}" for i in range(self.cluster.lanes)}
+        for i, f in enumerate(self.faults):
+            if f.target is Role.MEMBER and f.node not in members:
+                raise ValueError(f"faults.{i}.node: {f.node!r} is not a member; members are {sorted(members)}")
+            if f.target is Role.NODE and f.node not in nodes:
+                raise ValueError(f"faults.{i}.node: {f.node!r} is not a node; nodes are {sorted(nodes)}")
+            if f.trigger.on_revoked and f.trigger.on_revoked not in members:
+                raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
+            if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
+                raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
+            if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
+                raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
+        for i, c in enumerate(self.workload.consumers):
+            if c.lane not in lanes:
+                raise ValueError(f"workload.consumers.{i}.lane: {c.lane!r} does not exist; cluster.lanes={self.cluster.lanes} gives {sorted(lanes)}")
+        for i, p in enumerate(self.workload.producers):
+            if p.lane not in lanes:
+                raise ValueError(f"workload.producers.{i}.lane: {p.lane!r} does not exist; lanes are {sorted(lanes)}")
+        if self.workload.replication > self.cluster.brokers:
+            raise ValueError(f"workload.replication={self.workload.replication} exceeds cluster.brokers={self.cluster.brokers}")
+        return self
+
+    def with_overrides(self, **fields: Any) -> "Experiment":
+        data = self.model_dump()
+        for dotted, value in fields.items():
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return Experiment.model_validate(data)
+
+
+def _error_line(source: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; `chaos schema` prints every allowed field)"
+    elif err["type"] == "enum":
+        msg = f"{msg}"
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}"
+
+
+def parse_experiment(data: Any, source: str = "<experiment>") -> Experiment:
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: an experiment is a mapping with at least `name:`")
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_error_line(source, exc)) from None
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Load and validate one experiment file; one-line UsageError on any problem."""
+    p = Path(path)
+    if not p.exists():
+        candidate = Path("experiments") / f"{p.name}.yaml"
+        if candidate.exists():
+            p = candidate
+        else:
+            raise UsageError(f"{path}: no such experiment file (see `chaos list`)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise UsageError(f"{p}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_experiment(data, str(p))
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of an experiment file, for editors (``chaos schema``)."""
+    schema = Experiment.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "kafka-chaos experiment"
+    return schema
+
+
+def catalogue(directory: str | Path = "experiments") -> list[tuple[Path, Experiment | UsageError]]:
+    out: list[tuple[Path, Experiment | UsageError]] = []
+    for p in sorted(Path(directory).glob("*.yaml")):
+        try:
+            out.append((p, load_experiment(p)))
+        except UsageError as exc:
+            out.append((p, exc))
+    return out
+
+
+def dump_schema(path: Path) -> None:
+    path.write_text(json.dumps(json_schema(), indent=2) + "\n")

@@ -1,0 +1,1 @@
+"""Faults, their targets and triggers, and the interpreter that injects and heals them."""

@@ -1,0 +1,231 @@
+"""Fault primitives: each knows how to inject itself, heal itself, and show evidence of both.
+
+A primitive acts on one resolved target — a cluster node (``broker-2``,
+``zk-1``), a group member (``consumer-1``, a worker process of the run), a set
+of Toxiproxy links, or the workload topic. Evidence is gathered by looking at
+the world, not at the nemesis's own bookkeeping: is the process still there
+(and in which state, per the kernel), does the proxy's port accept a TCP
+connection, does Toxiproxy list the toxic, does the broker appear in the
+cluster metadata again.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import psutil
+
+from chaos.cluster.admin import retry
+from chaos.cluster.topology import LOOPBACK
+from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
+from chaos.errors import InfrastructureError
+from chaos.experiment import FaultSpec, FaultType
+
+Evidence = tuple[bool, str]
+
+
+@dataclass
+class Active:
+    """An injected fault: how to heal it and how to prove effect and heal."""
+
+    nodes: list[str]
+    heal: Callable[[], None]
+    verify_effect: Callable[[], Evidence]
+    verify_healed: Callable[[], Evidence]
+    links: list[str] = field(default_factory=list)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
+        return "gone"
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class Primitives:
+    """Faults against one cluster and one workload run."""
+
+    def __init__(self, cluster, run):
+        self.cluster = cluster
+        self.run = run
+
+    # ------------------------------------------------------------------ processes
+    def _is_member(self, node: str) -> bool:
+        return node in self.run.member_specs
+
+    def _pid(self, node: str) -> int:
+        return (self.run.members[node] if self._is_member(node) else self.cluster.process(node)).pid
+
+    def _alive(self, node: str) -> bool:
+        if self._is_member(node):
+            return node in self.run.members and self.run.members[node].alive()
+        return self.cluster.is_running(node)
+
+    def _start(self, node: str) -> None:
+        if self._is_member(node):
+            if not self._alive(node):
+                self.run.start_member(node)
+        else:
+            self.cluster.start_node(node)
+
+    def _registered(self, node: str) -> Evidence:
+        if not node.startswith("broker-"):
+            return self._alive(node), f"{node} running={self._alive(node)}"
+        try:
+            self.cluster.wait_broker_registered(node, timeout=60)
+            return True, f"{node} running and registered in cluster metadata"
+        except InfrastructureError as exc:
+            return False, str(exc)
+
+    def process(self, spec: FaultSpec, node: str) -> Active:
+        t = spec.type
+        if t in (FaultType.KILL, FaultType.TERMINATE, FaultType.RESTART, FaultType.BOUNCE):
+            sig = signal.SIGKILL if t in (FaultType.KILL, FaultType.RESTART) else signal.SIGTERM
+            pid = self._pid(node)
+            if self._is_member(node):
+                self.run.kill_member(node, sig)
+            else:
+                self.cluster.kill(node, sig)
+            gone = _proc_state(pid)
+            effect = (gone in ("gone", psutil.STATUS_ZOMBIE), f"{node} pid {pid} after {sig.name}: {gone}")
+            if t is FaultType.RESTART:
+                self._start(node)
+                return Active([node], lambda: None, lambda: effect, lambda: self._registered(node))
+            return Active([node], lambda: self._start(node), lambda: effect, lambda: self._registered(node))
+        if t is FaultType.PAUSE:
+            pid = self._pid(node)
+            if self._is_member(node):
+                self.run.kill_member(node, signal.SIGSTOP)
+            else:
+                self.cluster.pause(node)
+
+            def resume() -> None:
+                if self._is_member(node):
+                    self.run.kill_member(node, signal.SIGCONT)
+                else:
+                    self.cluster.resume(node)
+
+            def paused() -> Evidence:
+                st = _proc_state(pid)
+                return st == psutil.STATUS_STOPPED, f"{node} pid {pid} kernel state {st}"
+
+            def thawed() -> Evidence:
+                st = _proc_state(pid)
+                return st not in (psutil.STATUS_STOPPED, "gone"), f"{node} pid {pid} kernel state {st}"
+
+            return Active([node], resume, paused, thawed)
+        raise ValueError(f"{t} is not a process fault")
+
+    # ------------------------------------------------------------------ links
+    def toxics_for(self, spec: FaultSpec, fault_id: str) -> list[Toxic]:
+        p = spec.params
+        tox = p.get("toxicity", 1.0)
+
+        def both(kind: ToxicType, attrs: dict) -> list[Toxic]:
+            return [Toxic(f"{fault_id}-{s.value}", kind, s, tox, attrs) for s in (Stream.UPSTREAM, Stream.DOWNSTREAM)]
+
+        t = spec.type
+        if t is FaultType.BLACK_HOLE:
+            return both(ToxicType.TIMEOUT, {"timeout": 0})
+        if t is FaultType.RESET_PEER:
+            return [Toxic(f"{fault_id}-upstream", ToxicType.RESET_PEER, Stream.UPSTREAM, tox, {"timeout": 0})]
+        if t is FaultType.LATENCY:
+            return both(ToxicType.LATENCY, {"latency": int(p["latency_ms"]), "jitter": int(p.get("jitter_ms", 0))})
+        if t is FaultType.BANDWIDTH:
+            return both(ToxicType.BANDWIDTH, {"rate": int(p["rate_kb"])})
+        if t is FaultType.SLICER:
+            return both(ToxicType.SLICER, {"average_size": int(p.get("avg_size", 64)),
+                                           "size_variation": int(p.get("size_variation", 32)),
+                                           "delay": int(p.get("delay_us", 100))})
+        if t is FaultType.LIMIT_DATA:
+            return both(ToxicType.LIMIT_DATA, {"bytes": int(p["bytes"])})
+        raise ValueError(f"{t} has no toxic")
+
+    def links(self, spec: FaultSpec, fault_id: str, links: list[str]) -> Active:
+        c = self.cluster
+        ports = {l: c.topology.link(l).listen_port for l in links}
+        if spec.type is FaultType.LINK_DOWN:
+            for l in links:
+                c.link_down(l)
+
+            def heal() -> None:
+                for l in links:
+                    c.link_up(l)
+
+            def down() -> Evidence:
+                refused = [l for l, p in ports.items() if not _port_open(p)]
+                return len(refused) == len(links), f"{len(refused)}/{len(links)} proxy ports refuse connections"
+
+            def up() -> Evidence:
+                ok = [l for l, p in ports.items() if _port_open(p)]
+                return len(ok) == len(links), f"{len(ok)}/{len(links)} proxy ports accept connections"
+
+            return Active([], heal, down, up, links)
+        toxics = self.toxics_for(spec, fault_id)
+        for l in links:
+            for tx in toxics:
+                c.add_toxic(l, tx)
+        names = {tx.name for tx in toxics}
+
+        def listed(l: str) -> set[str]:
+            return {t["name"] for t in c.proxy_api.toxics(l)} & names
+
+        def heal_toxics() -> None:
+            for l in links:
+                for name in listed(l):
+                    c.remove_toxic(l, name)
+
+        def present() -> Evidence:
+            n = sum(len(listed(l)) == len(names) for l in links)
+            return n == len(links), f"Toxiproxy lists {sorted(names)} on {n}/{len(links)} links"
+
+        def gone() -> Evidence:
+            n = sum(not listed(l) for l in links)
+            return n == len(links), f"toxics removed from {n}/{len(links)} links"
+
+        return Active([], heal_toxics, present, gone, links)
+
+    # ------------------------------------------------------------------ topology
+    def add_partitions(self, total: int) -> Active:
+        admin = self.run.admin
+        before = len(admin.partitions(self.run.topic))
+        admin.create_partitions(self.run.topic, total)
+
+        def grown() -> Evidence:
+            n = len(admin.partitions(self.run.topic))
+            return n == total, f"{self.run.topic}: {before} -> {n} partitions"
+
+        return Active([self.run.topic], lambda: None, grown, grown)
+
+    def rolling_restart(self, nodes: list[str], gap_s: float, cancelled) -> Active:
+        done = []
+        for node in nodes:
+            if cancelled.is_set():
+                break
+            if self._is_member(node):
+                self.run.kill_member(node, signal.SIGTERM)
+                self.run.start_member(node)
+            else:
+                self.cluster.kill(node, signal.SIGTERM)
+                self.cluster.start_node(node)
+                self.cluster.wait_broker_registered(node, timeout=60)
+            done.append(node)
+            cancelled.wait(gap_s)
+
+        def all_back() -> Evidence:
+            back = [n for n in nodes if self._alive(n)]
+            return len(back) == len(nodes), f"restarted in turn: {done}; running: {back}"
+
+        return Active(done, lambda: [self._start(n) for n in nodes], all_back, all_back)

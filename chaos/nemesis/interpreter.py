@@ -1,0 +1,247 @@
+"""The nemesis interpreter: the only code that injects faults, on the clock or on the live stream.
+
+For every planned fault a thread waits for its trigger, resolves its target
+role *at that moment*, injects it, records ``fault_start`` (with the trigger
+and the trigger→effect latency), checks the effect (``fault_verified``
+stage=effect), waits ``duration_s`` — cut short when the chaos phase ends —
+and heals it in ``finally`` (``fault_end``, then ``fault_verified``
+stage=healed). ``faults.json`` in the run directory summarises each fault:
+trigger signal, latencies, whether a phase-targeted fault landed in the
+intended group state.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.experiment import LINK_FAULTS, PROCESS_FAULTS, Experiment, FaultType, LinkScope, Role
+from chaos.history.event import Kind
+from chaos.history.writer import EventWriter
+from chaos.nemesis.faults import Active, Primitives
+from chaos.nemesis.schedule import PlannedFault
+from chaos.nemesis.watch import LiveWatch, Signal
+
+#: for a state trigger, the signal that means the group *left* that state
+_EXIT = {"PreparingRebalance": "CompletingRebalance", "CompletingRebalance": "Stable", "Stable": "PreparingRebalance"}
+
+
+@dataclass
+class FaultRecord:
+    fault_id: str
+    type: str
+    target: str
+    trigger: str
+    nodes: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    fired: bool = False
+    skipped_reason: str | None = None
+    trigger_signal: str | None = None
+    trigger_to_effect_ms: float | None = None
+    seen_lag_ms: float | None = None
+    intended_state: str | None = None
+    landed: bool | None = None
+    landing_evidence: str | None = None
+    effect_ok: bool | None = None
+    healed_ok: bool | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+class Nemesis:
+    def __init__(self, cluster, run, experiment: Experiment, seed: int, planned: tuple[PlannedFault, ...]):
+        self.cluster = cluster
+        self.run = run
+        self.experiment = experiment
+        self.seed = seed
+        self.planned = planned
+        self.prims = Primitives(cluster, run)
+        self.events = EventWriter.for_run(run.run_dir, "nemesis")
+        broker_logs = {b.broker_id: cluster.log_path(b.node) for b in cluster.topology.brokers}
+        self.watch = LiveWatch(run.group, broker_logs, run.run_dir / "events")
+        self.cancel = threading.Event()
+        self.records: dict[str, FaultRecord] = {}
+        self._threads: list[threading.Thread] = []
+        self._t0_ns = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> "Nemesis":
+        self._t0_ns = time.monotonic_ns()
+        self.watch.start()
+        for pf in self.planned:
+            self.records[pf.fault_id] = FaultRecord(pf.fault_id, pf.spec.type.value, pf.spec.target.value,
+                                                    pf.spec.trigger.describe())
+            t = threading.Thread(target=self._run_one, args=(pf,), name=f"fault-{pf.fault_id}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self) -> list[FaultRecord]:
+        """End the chaos phase: pending triggers are dropped, active faults healed (in their threads)."""
+        self.cancel.set()
+        for t in self._threads:
+            t.join(180)
+        self.watch.stop()
+        self.events.close()
+        (self.run.run_dir / "faults.json").write_text(
+            json.dumps([asdict(r) for r in self.records.values()], indent=1))
+        return list(self.records.values())
+
+    def _rel_s(self, ns: int) -> float:
+        return round((ns - self._t0_ns) / 1e9, 3)
+
+    # ------------------------------------------------------------ triggers
+    def _wait_trigger(self, pf: PlannedFault, rec: FaultRecord) -> tuple[int, Signal | None] | None:
+        trig = pf.spec.trigger
+        if pf.at_s is not None:
+            when = self._t0_ns + int(pf.at_s * 1e9)
+            if self.cancel.wait(max(0.0, (when - time.monotonic_ns()) / 1e9)):
+                return None
+            return when, None
+        since = self._t0_ns + int(trig.not_before_s * 1e9)
+        if self.cancel.wait(max(0.0, (since - time.monotonic_ns()) / 1e9)):
+            return None
+        deadline = time.monotonic() + trig.timeout_s
+        if trig.state is not None:
+            rec.intended_state = trig.state
+            match = lambda s: s.kind == trig.state  # noqa: E731
+        elif trig.on_revoked is not None:
+            match = lambda s: s.kind == "revoked" and s.member == trig.on_revoked  # noqa: E731
+        else:
+            n = trig.after_generation
+            match = lambda s: s.kind == "Stable" and s.generation is not None and s.generation >= n  # noqa: E731
+        sig = self.watch.wait_for(match, since, deadline, self.cancel)
+        if sig is None:
+            rec.skipped_reason = "chaos phase ended first" if self.cancel.is_set() else f"trigger not seen in {trig.timeout_s}s"
+            return None
+        return sig.happened_ns, sig
+
+    # ------------------------------------------------------------ targets
+    def _resolve(self, pf: PlannedFault) -> list[str]:
+        spec, c, run = pf.spec, self.cluster, self.run
+        rng = pf.target_rng(self.seed)
+        r = spec.target
+        if r is Role.COORDINATOR:
+            node = c.coordinator_of(run.group)
+        elif r is Role.CONTROLLER:
+            node = c.controller()
+        elif r is Role.LEADER:
+            node = c.leader_of(run.topic, spec.partition)
+        elif r is Role.GROUP_LEADER:
+            node = self.watch.leader_name()
+        elif r is Role.RANDOM_MEMBER:
+            live = sorted(n for n, p in run.members.items() if p.alive())
+            node = rng.choice(live) if live else None
+        elif r is Role.RANDOM_BROKER:
+            live = sorted(b.node for b in c.topology.brokers if c.is_running(b.node))
+            node = rng.choice(live) if live else None
+        elif r in (Role.MEMBER, Role.NODE):
+            node = spec.node
+        elif r is Role.ALL_BROKERS:
+            return [b.node for b in c.topology.brokers]
+        elif r is Role.ALL_MEMBERS:
+            return sorted(run.member_specs)
+        elif r is Role.ZOOKEEPER_QUORUM:
+            zks = [z.node for z in c.topology.zookeepers]
+            return sorted(rng.sample(zks, len(zks) // 2 + 1))
+        elif r is Role.TOPIC:
+            return [run.topic]
+        else:  # pragma: no cover - enum is exhaustive
+            raise ValueError(r)
+        return [node] if node else []
+
+    def _links(self, pf: PlannedFault, node: str) -> list[str]:
+        c = self.cluster
+        if node in self.run.member_specs:
+            return c.links_of(self.run.member_specs[node].lane)
+        if node.startswith("zk-"):
+            return c.links_of(node)
+        scope = pf.spec.links
+        own = c.links_of(node)
+        if scope is LinkScope.ZOOKEEPER:
+            return [l for l in own if l.startswith(f"{node}.zk-")]
+        if scope is LinkScope.CLIENTS:
+            return [l for l in own if l.startswith("lane")]
+        return own
+
+    # ------------------------------------------------------------ one fault
+    def _inject(self, pf: PlannedFault, nodes: list[str]) -> list[Active]:
+        t = pf.spec.type
+        if t is FaultType.ADD_PARTITIONS:
+            return [self.prims.add_partitions(pf.spec.partitions)]
+        if t is FaultType.ROLLING_RESTART:
+            gap = pf.spec.duration_s / max(1, len(nodes))
+            return [self.prims.rolling_restart(nodes, gap, self.cancel)]
+        if t in PROCESS_FAULTS:
+            return [self.prims.process(pf.spec, n) for n in nodes]
+        if t in LINK_FAULTS:
+            links = sorted({l for n in nodes for l in self._links(pf, n)})
+            return [self.prims.links(pf.spec, pf.fault_id, links)]
+        raise ValueError(t)
+
+    def _emit_verified(self, fault_id: str, stage: str, actives: list[Active]) -> bool:
+        results = [(a.verify_effect() if stage == "effect" else a.verify_healed()) for a in actives]
+        ok = bool(results) and all(r[0] for r in results)
+        self.events.emit(Kind.FAULT_VERIFIED, fault_id=fault_id, stage=stage, ok=ok,
+                         evidence="; ".join(r[1] for r in results)[:2000])
+        return ok
+
+    def _landing(self, rec: FaultRecord, trigger: Signal, effect_ns: int) -> None:
+        """Did the fault take effect before the group left the intended state? Judged from later signals."""
+        time.sleep(0.3)  # let the watch read lines logged around the effect
+        exit_kind = _EXIT[rec.intended_state]
+        left = [s for s in self.watch.since(trigger.happened_ns)
+                if s.kind == exit_kind and s.happened_ns <= effect_ns and s is not trigger]
+        rec.landed = not left
+        rec.landing_evidence = (f"no {exit_kind} signal between the trigger and the effect" if not left else
+                                f"{exit_kind} seen {round((effect_ns - left[0].happened_ns) / 1e6, 1)} ms before the effect")
+
+    def _run_one(self, pf: PlannedFault) -> None:
+        rec = self.records[pf.fault_id]
+        actives: list[Active] = []
+        try:
+            fired = self._wait_trigger(pf, rec)
+            if fired is None:
+                return
+            trigger_ns, sig = fired
+            nodes = self._resolve(pf)
+            if not nodes:
+                rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
+                return
+            inject_ns = time.monotonic_ns()
+            actives = self._inject(pf, nodes)
+            effect_ns = time.monotonic_ns()
+            rec.fired, rec.nodes = True, nodes
+            rec.links = [l for a in actives for l in a.links]
+            rec.start_s = self._rel_s(inject_ns)
+            rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)
+            if sig is not None:
+                rec.trigger_signal = sig.line.strip()[-300:] or f"{sig.kind} gen {sig.generation} ({sig.member})"
+                rec.seen_lag_ms = round((sig.seen_ns - sig.happened_ns) / 1e6, 2)
+            params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
+                                      "links": rec.links, "duration_s": pf.spec.duration_s}
+            self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
+                             fault_type=pf.spec.type.value, target_role=pf.spec.target.value,
+                             node=",".join(nodes), params=params, trigger=rec.trigger)
+            rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
+            if sig is not None and rec.intended_state:
+                self._landing(rec, sig, effect_ns)
+            self.cancel.wait(pf.spec.duration_s)
+        finally:
+            if actives:
+                for a in actives:
+                    try:
+                        a.heal()
+                    except Exception as exc:  # noqa: BLE001 - the next heal must still run
+                        self.events.emit(Kind.ERROR, message=f"heal of {pf.fault_id} failed: {exc}",
+                                         error_code=None, error_name=None, fatal=False)
+                end_ns = time.monotonic_ns()
+                self.events.emit(Kind.FAULT_END, mono_ns=end_ns, fault_id=pf.fault_id,
+                                 fault_type=pf.spec.type.value, node=",".join(rec.nodes) or None)
+                rec.end_s = self._rel_s(end_ns)
+                rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)

@@ -1,0 +1,178 @@
+"""Running experiments: clusters reused across runs, one directory per run, a verdict per run.
+
+For each experiment and each of its runs:
+
+1. a cluster of the experiment's shape — reused from the previous run when the
+   shape is the same (healed in between: paused nodes thawed, dead ones
+   restarted, proxies reset); each run gets a fresh topic and group;
+2. a :class:`chaos.workload.run.WorkloadRun` with the experiment's workload;
+3. phases: warmup (every member assigned, plus ``warmup_s``) → chaos (the
+   :class:`chaos.nemesis.interpreter.Nemesis` follows the seeded plan) → heal
+   (every fault undone, the cluster healed, ``heal_s``) → quiesce → final
+   read → teardown and merge;
+4. the checkers judge ``history.jsonl`` and write ``checks.json``.
+
+The seed of run *k* is ``seed + k``; the same seed and spec give the same
+fault schedule (``chaos plan``). Exit codes: 0 every run valid (or failed
+exactly as ``expect_violation`` says), 1 an invariant failed, 2 bad input or
+infrastructure failure, 3 a verdict was unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from chaos.checkers.bounds import CheckerBounds
+from chaos.checkers.judge import judge_run
+from chaos.checkers.result import Validity
+from chaos.cluster.local import LocalCluster
+from chaos.cluster.topology import ClusterSpec
+from chaos.errors import InfrastructureError, UsageError
+from chaos.experiment import Experiment
+from chaos.history.event import RunPhase
+from chaos.nemesis.interpreter import Nemesis
+from chaos.nemesis.schedule import plan, timeline
+from chaos.workload.run import WorkloadRun
+
+EXIT_OK, EXIT_FALSE, EXIT_BAD, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+@dataclass
+class RunOutcome:
+    experiment: str
+    index: int
+    seed: int
+    run_dir: str
+    valid: str                      # true | false | unknown | error
+    expected: bool                  # the verdict is what the experiment expects
+    failed_checkers: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    error: str | None = None
+    faults: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.valid == "error":
+            return EXIT_BAD
+        if self.expected:
+            return EXIT_OK
+        return {"false": EXIT_FALSE, "unknown": EXIT_UNKNOWN}.get(self.valid, EXIT_FALSE)
+
+
+class ClusterPool:
+    """Keeps one cluster per shape alive across runs; heals it between runs."""
+
+    def __init__(self) -> None:
+        self._spec: ClusterSpec | None = None
+        self._cluster: LocalCluster | None = None
+
+    def get(self, spec: ClusterSpec) -> LocalCluster:
+        if self._cluster is not None and self._spec == spec:
+            self._cluster.heal()
+            return self._cluster
+        self.close()
+        self._cluster = LocalCluster(spec)
+        self._cluster.start()
+        self._spec = spec
+        return self._cluster
+
+    def discard(self) -> None:
+        """Throw the cluster away (a run broke it beyond healing)."""
+        self.close()
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+        self._cluster, self._spec = None, None
+
+    def __enter__(self) -> "ClusterPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -> Path:
+    """One run of ``exp`` on a started cluster; returns the run directory (history merged)."""
+    planned = plan(exp, seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "schedule.json").write_text(json.dumps(timeline(planned), indent=1))
+    resolved = json.loads(exp.model_dump_json())
+    with WorkloadRun(cluster, exp.workload, run_dir, seed=seed, experiment=resolved) as run:
+        run.phase(RunPhase.WARMUP)
+        run.wait_assigned()
+        time.sleep(exp.phases.warmup_s)
+        run.phase(RunPhase.CHAOS)
+        nemesis = Nemesis(cluster, run, exp, seed, planned).start()
+        try:
+            nemesis.cancel.wait(exp.phases.chaos_s)
+        finally:
+            nemesis.stop()
+            run.phase(RunPhase.HEAL)
+            cluster.heal()
+        time.sleep(exp.phases.heal_s)
+        run.quiesce()
+        run.final_read()
+    return run_dir
+
+
+def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
+                    on_run: Callable[[RunOutcome], None] | None = None,
+                    on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
+    base_seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+    outcomes: list[RunOutcome] = []
+    with ClusterPool() as pool:
+        for exp in experiments:
+            for k in range(runs or exp.runs):
+                s = base_seed + k
+                run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
+                if on_start:
+                    on_start(exp, k, s)
+                t0 = time.monotonic()
+                oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False)
+                try:
+                    cluster = pool.get(exp.cluster)
+                    run_once(cluster, exp, s, run_dir)
+                    verdict = judge_run(run_dir, exp.checkers.names(),
+                                        CheckerBounds(convergence_s=exp.checkers.convergence_s,
+                                                      clock_slack_s=exp.checkers.clock_slack_s))
+                    oc.valid = verdict.valid.value
+                    oc.failed_checkers = [r.checker.value if hasattr(r.checker, "value") else str(r.checker)
+                                          for r in verdict.results if r.valid is Validity.FALSE]
+                    if exp.expect_violation:
+                        oc.expected = set(oc.failed_checkers) >= {c.value for c in exp.expect_violation}
+                    else:
+                        oc.expected = verdict.valid is Validity.TRUE
+                except UsageError as exc:
+                    oc.error = str(exc)
+                    pool.discard()
+                except Exception as exc:  # noqa: BLE001 - an infrastructure failure ends this run, not the batch
+                    oc.error = f"{type(exc).__name__}: {exc}"
+                    (run_dir / "error.txt").parent.mkdir(parents=True, exist_ok=True)
+                    (run_dir / "error.txt").write_text(traceback.format_exc())
+                    pool.discard()
+                oc.wall_s = round(time.monotonic() - t0, 2)
+                try:
+                    oc.faults = json.loads((run_dir / "faults.json").read_text())
+                except (FileNotFoundError, ValueError):
+                    pass
+                (run_dir / "outcome.json").parent.mkdir(parents=True, exist_ok=True)
+                (run_dir / "outcome.json").write_text(json.dumps(asdict(oc), indent=1))
+                outcomes.append(oc)
+                if on_run:
+                    on_run(oc)
+    return outcomes
+
+
+def exit_code(outcomes: list[RunOutcome]) -> int:
+    codes = {o.exit_code for o in outcomes}
+    for code in (EXIT_BAD, EXIT_FALSE, EXIT_UNKNOWN):
+        if code in codes:
+            return code
+    return EXIT_OK
