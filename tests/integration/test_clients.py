@@ -226,3 +226,25 @@ def test_kafka_python_auto_commits_are_recorded_with_their_generation(cluster, t
         assert_left_cleanly(a, a.stop())
     finally:
         a.kill()
+
+
+def test_java_member_does_not_outlive_a_killed_worker(cluster, topic, tmp_path):
+    w = start(cluster, tmp_path, "consumer-1", topic, f"g-{uuid.uuid4().hex[:6]}", client="java")
+    try:
+        wait_for("the Java member's assignment", lambda: last_assigned(w), workers=[w])
+        children = Path(f"/proc/{w.proc.pid}/task/{w.proc.pid}/children").read_text().split()
+        assert len(children) == 1
+        jvm = int(children[0])
+        assert "VerifiableConsumer" in Path(f"/proc/{jvm}/cmdline").read_text()
+        w.proc.kill()
+        w.proc.wait()
+
+        def jvm_gone():
+            try:
+                return Path(f"/proc/{jvm}/stat").read_text().split(") ", 1)[1].startswith("Z")
+            except FileNotFoundError:
+                return True
+
+        wait_for("the JVM to die with its worker (PR_SET_PDEATHSIG)", jvm_gone, timeout=10)
+    finally:
+        w.kill()
