@@ -55,9 +55,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         return send_seq[(tp[0], tp[1], offset)]
 
     processed: dict[tuple, set] = {}  # (group, topic, partition) -> offsets processed by that group
-    # (group, topic, partition) -> [index of first unprocessed produced offset, that offset or None]:
-    # processed sets only grow, so the true gap is never below the cached one and a commit at or
-    # below it needs no work (the common case; the scan is amortised over the history).
+    # (group, topic, partition) -> [index of first unprocessed produced offset, that offset or None],
+    # advanced whenever a batch fills the gap (amortised over the history), so a commit is one
+    # comparison against it.
     frontier: dict[tuple, list] = {}
     pending: dict[tuple, list[tuple[int, int]]] = {}  # (member, group, tp) -> auto commits awaiting next batch
     consumed_offsets = 0
@@ -74,7 +74,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         while i < n and offs[i] in done:
             i += 1
         gap = offs[i] if i < n else None
-        frontier[key] = [i, gap]
+        frontier[key] = [i, gap, offs]
         return gap
 
     def judge(c_seq: int, member: str, group: str, tp: tuple, n: int, gap: int, auto: bool) -> None:
@@ -93,6 +93,17 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if p is None:
                 p = processed[key] = set()
             p.update(offs)
+            # Keep the frontier current here, so commits only compare against it.
+            f = frontier.get(key)
+            if f is None:
+                first_gap(key, (e.topic, e.partition))
+            elif f[1] is not None and f[1] in p:
+                i, _, produced_offs = f  # inlined first_gap: this runs for most batches
+                n = len(produced_offs)
+                while i < n and produced_offs[i] in p:
+                    i += 1
+                f[0] = i
+                f[1] = produced_offs[i] if i < n else None
             if pending:
                 tp = (e.topic, e.partition)
                 waiting = pending.pop((e.source, e.group, tp), None)
@@ -107,11 +118,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 commits_checked += 1
                 key = (group, topic, part)
                 f = frontier.get(key)
-                if f is not None and (f[1] is None or n <= f[1]):
-                    continue
-                tp = (topic, part)
-                gap = first_gap(key, tp)
+                if f is None:
+                    gap = first_gap(key, (topic, part))  # nothing of it processed by the group yet
+                else:
+                    gap = f[1]
                 if gap is not None and gap < n:
+                    tp = (topic, part)
                     if e.auto:
                         pending.setdefault((e.source, group, tp), []).append((e.seq, n))
                     else:
@@ -143,7 +155,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     for tp, offs in sorted_offsets.items():
         produced_total += len(offs)
         a = seen_any.get(tp, set())
-        missing = [o for o in offs if o not in a]
+        missing = [] if a.issuperset(offs) else [o for o in offs if o not in a]
         lost += len(missing)
         for o in missing:
             log.violation(f"record {fmt_tp(tp)}@{o} was acknowledged (send_ok) but never processed nor seen by "
