@@ -3,8 +3,10 @@
 Definition. A member *holds* a partition from the ``assigned`` event that
 gives it (a non-incremental, eager assignment replaces the whole holding; an
 incremental one adds, KIP-429) until a ``revoked`` / ``lost`` event removes it
-or the member stops. A member *is in* generation g from its first event tagged
-g until its first event tagged with a later generation. A member *owns p in
+or the member stops. A member *is in* generation g from its first ``assigned``
+(or incremental ``revoked``) event tagged g until its first such event tagged
+with a later generation; an eager ``revoked`` or a ``lost`` only ends ownership
+(clients differ in which generation they tag it with). A member *owns p in
 generation g* if it holds p at any moment while it is in g. Within one group
 and generation, at most one member may own any partition.
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupStateSample, History, MemberStart, MemberStop
+from chaos.history import Assigned, GroupStateSample, History, MemberStart, MemberStop, Revoked
 
 NAME = CheckerName.OWNERSHIP_GENERATION
 
@@ -94,10 +96,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 for tp in e.partitions:
                     claim(e.group, cur, tp, src, e.seq)
         else:
-            if entered:
+            if entered and t is Revoked and e.incremental:
+                # KIP-429: an incremental revocation happens after the join, in the new
+                # generation, so the member still owns what it revokes there.
                 gen_of[src] = cur = g
                 for tp in held:
                     claim(e.group, g, tp, src, e.seq)
+            # An eager revocation (before JoinGroup) or a loss ends ownership without
+            # entering the generation it may be tagged with: clients differ in which one they report.
             held.difference_update(e.partitions)
 
     samples = 0
