@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from chaos.checkers.result import CheckerName
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import UsageError
-from chaos.history.event import GroupState
 from chaos.workload.run import WorkloadSpec
 
 

@@ -33,7 +33,7 @@ from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Validity
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
-from chaos.errors import InfrastructureError, UsageError
+from chaos.errors import UsageError
 from chaos.experiment import Experiment
 from chaos.history.event import RunPhase
 from chaos.nemesis.interpreter import Nemesis

@@ -14,12 +14,10 @@ partition; and a record is produced with ``acks=all`` through the proxies.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,10 +312,12 @@ class LocalCluster:
         return self.broker_name(self.admin.coordinator_id(group))
 
     # ------------------------------------------------------------ process faults
-    def kill(self, node: str, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to the node; SIGKILL/SIGTERM also wait for it to exit (bounded)."""
+    def kill(self, node: str, sig: int = signal.SIGKILL, wait: bool = True) -> None:
+        """Send ``sig`` to the node; SIGKILL/SIGTERM also wait for it to exit (bounded) unless ``wait=False``."""
         proc = self.process(node)
-        if sig == signal.SIGKILL:
+        if sig == signal.SIGKILL and not wait:
+            proc.signal(signal.SIGKILL)  # the caller reaps it (e.g. after timing the effect)
+        elif sig == signal.SIGKILL:
             proc.kill()
         elif sig == signal.SIGTERM:
             proc.terminate(grace=30.0)

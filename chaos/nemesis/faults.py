@@ -19,7 +19,6 @@ from typing import Callable
 
 import psutil
 
-from chaos.cluster.admin import retry
 from chaos.cluster.topology import LOOPBACK
 from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
 from chaos.errors import InfrastructureError
@@ -60,6 +59,8 @@ class Primitives:
     def __init__(self, cluster, run):
         self.cluster = cluster
         self.run = run
+        #: when the last fault that can tell took effect (a signal sent), else None
+        self.effect_ns: int | None = None
 
     # ------------------------------------------------------------------ processes
     def _is_member(self, node: str) -> bool:
@@ -96,6 +97,11 @@ class Primitives:
             pid = self._pid(node)
             if self._is_member(node):
                 self.run.kill_member(node, sig)
+            elif sig == signal.SIGKILL:
+                # time the effect at the signal, then reap (a JVM takes ms to disappear)
+                self.cluster.kill(node, sig, wait=False)
+                self.effect_ns = time.monotonic_ns()
+                self.cluster.process(node).kill()
             else:
                 self.cluster.kill(node, sig)
             gone = _proc_state(pid)

@@ -16,7 +16,6 @@ import json
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from chaos.experiment import LINK_FAULTS, PROCESS_FAULTS, Experiment, FaultType, LinkScope, Role
@@ -122,11 +121,15 @@ class Nemesis:
         return sig.happened_ns, sig
 
     # ------------------------------------------------------------ targets
-    def _resolve(self, pf: PlannedFault) -> list[str]:
+    def _resolve(self, pf: PlannedFault, sig: Signal | None) -> list[str]:
         spec, c, run = pf.spec, self.cluster, self.run
         rng = pf.target_rng(self.seed)
         r = spec.target
-        if r is Role.COORDINATOR:
+        if r is Role.COORDINATOR and sig is not None and sig.broker is not None:
+            # the broker that logged the coordinator line *is* the coordinator at that instant;
+            # asking FindCoordinator would cost a round trip inside a window of a few ms
+            node = f"broker-{sig.broker}"
+        elif r is Role.COORDINATOR:
             node = c.coordinator_of(run.group)
         elif r is Role.CONTROLLER:
             node = c.controller()
@@ -209,13 +212,15 @@ class Nemesis:
             if fired is None:
                 return
             trigger_ns, sig = fired
-            nodes = self._resolve(pf)
+            nodes = self._resolve(pf, sig)
             if not nodes:
                 rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
                 return
             inject_ns = time.monotonic_ns()
-            actives = self._inject(pf, nodes)
-            effect_ns = time.monotonic_ns()
+            with self._lock:  # effect_ns of the shared primitives belongs to this injection
+                self.prims.effect_ns = None
+                actives = self._inject(pf, nodes)
+                effect_ns = self.prims.effect_ns or time.monotonic_ns()
             rec.fired, rec.nodes = True, nodes
             rec.links = [l for a in actives for l in a.links]
             rec.start_s = self._rel_s(inject_ns)

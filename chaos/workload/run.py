@@ -148,7 +148,7 @@ class WorkloadRun:
         spec = self.member_specs[name]
         cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                            bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
-                           consumer=spec)
+                           consumer=spec, kafka_version=self.cluster.spec.kafka_version)
         return self._spawn(name, cfg, self.members)
 
     def kill_member(self, name: str, sig: int = signal.SIGKILL) -> None:

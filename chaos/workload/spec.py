@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
 from chaos.history.event import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
 
 
@@ -46,8 +47,21 @@ class ConsumerSpec(_Frozen):
     def _check(self) -> "ConsumerSpec":
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
-        if self.client is Client.JAVA and self.commit_mode is CommitMode.ASYNC and self.wrong_mode is not None:
-            raise ValueError("the Java VerifiableConsumer supports no wrong_mode")
+        # what each client library can do, checked at load time (not when the worker starts)
+        if self.client is Client.CONFLUENT_KAFKA and self.assignor is Assignor.STICKY:
+            raise ValueError("confluent-kafka (librdkafka) has no eager sticky assignor: use cooperative-sticky, "
+                             "or client kafka-python / java")
+        if self.client is Client.KAFKA_PYTHON and self.assignor is Assignor.COOPERATIVE_STICKY:
+            raise ValueError("kafka-python has no cooperative-sticky assignor (KIP-429): use client confluent-kafka or java")
+        if self.client is Client.KAFKA_PYTHON and self.instance_id:
+            raise ValueError("kafka-python 2.2 has no group.instance.id (KIP-345): use client confluent-kafka or java")
+        if self.client is Client.JAVA:
+            if self.commit_mode is not CommitMode.SYNC:
+                raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: use commit_mode sync")
+            if self.wrong_mode is not None:
+                raise ValueError("the Java VerifiableConsumer has no wrong_mode: use a Python client for checker validation")
+            if self.processing_delay_ms:
+                raise ValueError("the Java VerifiableConsumer has no processing delay: use a Python client for slow consumers")
         return self
 
     @property
@@ -81,3 +95,5 @@ class WorkerConfig(_Frozen):
     producer: ProducerSpec | None = None
     #: a "module:function" the consumer calls per record (users' own processing logic)
     handler: str | None = None
+    #: the cluster's Kafka version (the Java client runs that version's VerifiableConsumer)
+    kafka_version: str = DEFAULT_KAFKA_VERSION

@@ -17,6 +17,11 @@ def main(argv: list[str]) -> int:
     if cfg.role == "producer":
         from chaos.workload.producer import run_producer
         return run_producer(cfg)
+    from chaos.history.event import Client
+
+    if cfg.consumer is not None and cfg.consumer.client is Client.JAVA:
+        from chaos.workload.clients.java import run_java_consumer
+        return run_java_consumer(cfg)
     from chaos.workload.consumer import run_consumer
     return run_consumer(cfg)
 

@@ -69,9 +69,7 @@ class Worker:
         conf.write_text(cfg.model_dump_json())
         self.log_path = wdir / f"{cfg.name}.out"
         self.log = open(self.log_path, "wb")
-        # the Java member's entry point until the worker routes client=java to run_java_consumer
-        module = "chaos.workload.clients.java" if cfg.consumer.client.value == "java" else "chaos.workload.worker"
-        self.proc = subprocess.Popen([sys.executable, "-m", module, str(conf)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "chaos.workload.worker", str(conf)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
     def events(self, cls=None):

@@ -62,7 +62,6 @@ cover it).
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -73,7 +72,7 @@ from pathlib import Path
 
 import orjson
 
-from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, KafkaRuntime, java_binary, kafka_runtime
+from chaos.cluster.runtime import KafkaRuntime, java_binary, kafka_runtime
 from chaos.history.event import Assignor, Client, CommitMode, Kind
 from chaos.history.writer import EventWriter
 from chaos.outcome import Operation, classify
@@ -340,7 +339,7 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     spec = cfg.consumer
     assert spec is not None
     check_spec(spec)
-    runtime = kafka_runtime(os.environ.get("CHAOS_KAFKA_VERSION", DEFAULT_KAFKA_VERSION))
+    runtime = kafka_runtime(cfg.kafka_version)
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
     translator = Translator(cfg.group, events, incremental=spec.assignor is Assignor.COOPERATIVE_STICKY)
     argv = command(cfg, runtime, Path(cfg.run_dir) / "workers")
