@@ -240,7 +240,8 @@ class Member:
                 self.queue.append(rec)
             if not self.queue:
                 continue
-            batch = [self.queue.popleft() for _ in range(min(spec.max_records, len(self.queue)))]
+            chunk = spec.process_chunk or spec.max_records
+            batch = [self.queue.popleft() for _ in range(min(chunk, len(self.queue)))]
             ends: dict[TP, int] = {}
             for rec in batch:
                 ends[(rec.topic, rec.partition)] = rec.offset + 1

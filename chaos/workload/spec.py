@@ -36,6 +36,9 @@ class ConsumerSpec(_Frozen):
     processing_delay_ms: Annotated[float, Field(ge=0)] = 0.0
     #: records per poll
     max_records: Annotated[int, Field(ge=1, le=10000)] = 200
+    #: records processed between two polls (None = the whole poll). Smaller chunks keep records
+    #: queued across polls, where rebalance callbacks run (needed by wrong_mode ignore_revoke)
+    process_chunk: Annotated[int, Field(ge=1)] | None = None
     #: deliberately wrong behaviour for checker validation; off by default
     wrong_mode: WrongMode | None = None
     #: skip_records: drop every n-th record unprocessed (but commit past it)

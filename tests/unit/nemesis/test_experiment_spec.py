@@ -1,0 +1,96 @@
+"""Experiment files: validation at load time, the catalogue, the schema, seeded schedules."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos.errors import UsageError
+from chaos.experiment import catalogue, json_schema, load_experiment, parse_experiment
+from chaos.nemesis.schedule import plan, timeline
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_every_catalogue_experiment_is_valid():
+    entries = catalogue(ROOT / "experiments")
+    assert len(entries) >= 10
+    bad = [(p.name, e) for p, e in entries if isinstance(e, UsageError)]
+    assert not bad
+    assert {e.name for _, e in entries} >= {"baseline"}
+    for p, e in entries:
+        assert e.name == p.stem, f"{p.name}: name should match the file name"
+
+
+@pytest.mark.parametrize("doc, fragment", [
+    ({"name": "x", "faults": [{"type": "kil", "target": "coordinator"}]}, "faults.0.type: Input should be 'kill'"),
+    ({"name": "x", "workload": {"consumrs": []}}, "workload.consumrs: unknown field"),
+    ({"name": "x", "faults": [{"type": "pause", "target": "member", "node": "consumer-7"}]},
+     "faults.0.node: 'consumer-7' is not a member"),
+    ({"name": "x", "faults": [{"type": "pause", "target": "member"}]}, "target member needs `node`"),
+    ({"name": "x", "faults": [{"type": "latency", "target": "coordinator"}]}, "latency needs params.latency_ms"),
+    ({"name": "x", "faults": [{"type": "kill", "target": "coordinator", "trigger": {"at_s": 1, "state": "Stable"}}]},
+     "give exactly one of"),
+    ({"name": "x", "cluster": {"brokers": 2}, "workload": {"replication": 3}}, "exceeds cluster.brokers=2"),
+    ({"name": "x", "workload": {"consumers": [{"lane": "lane5"}]}}, "lane: 'lane5' does not exist"),
+    ({"name": "x", "workload": {"consumers": [{"client": "kafka-python", "assignor": "cooperative-sticky"}]}},
+     "kafka-python has no cooperative-sticky"),
+    ({"name": "Bad Name"}, "name: String should match pattern"),
+])
+def test_bad_experiments_fail_with_one_line_naming_file_and_field(doc, fragment):
+    with pytest.raises(UsageError) as err:
+        parse_experiment(doc, "exp.yaml")
+    text = str(err.value)
+    assert text.startswith("exp.yaml: ") and fragment in text and "\n" not in text
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    p = tmp_path / "broken.yaml"
+    p.write_text("name: x\nfaults: [\n  {type: kill\n")
+    with pytest.raises(UsageError, match=r"broken.yaml:\d+: not valid YAML"):
+        load_experiment(p)
+
+
+def test_cli_run_on_a_bad_experiment_exits_2_with_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump({"name": "bad", "phases": {"chaos_s": -1}}))
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", str(p)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert "phases.chaos_s" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_committed_json_schema_is_current():
+    committed = json.loads((ROOT / "experiments" / "schema.json").read_text())
+    assert committed == json.loads(json.dumps(json_schema())), "run: chaos schema --out experiments/schema.json"
+
+
+def _random_experiment():
+    return parse_experiment({
+        "name": "r", "phases": {"chaos_s": 60},
+        "faults": [
+            {"type": "kill", "target": "random_broker", "duration_s": 5, "trigger": {"random": {"count": 4, "min_gap_s": 8}}},
+            {"type": "latency", "target": "random_member", "params": {"latency_ms": 100},
+             "trigger": {"random": {"count": 3, "start_s": 5, "end_s": 40}}},
+            {"type": "kill", "target": "coordinator", "trigger": {"state": "CompletingRebalance"}},
+        ]})
+
+
+def test_same_seed_same_timeline_and_other_seeds_differ():
+    exp = _random_experiment()
+    a, b = timeline(plan(exp, 42)), timeline(plan(exp, 42))
+    assert a == b
+    assert timeline(plan(exp, 43)) != a
+    times = [f["at_s"] for f in a if f["fault_id"].startswith("f0.")]
+    assert len(times) == 4 and all(abs(x - y) >= 8 for i, x in enumerate(times) for y in times[i + 1:])
+    lat = [f["at_s"] for f in a if f["fault_id"].startswith("f1.")]
+    assert all(5 <= t <= 40 for t in lat)
+    assert [f for f in a if f["fault_id"] == "f2"][0]["at_s"] is None  # state trigger: decided live
+
+
+def test_random_target_choice_is_seeded():
+    pf = plan(_random_experiment(), 7)[0]
+    assert pf.target_rng(7).random() == pf.target_rng(7).random()
