@@ -45,7 +45,7 @@ def kafka_cluster_spec(pytestconfig: pytest.Config):
     from chaos.cluster.topology import ClusterSpec
 
     version = pytestconfig.getoption("--kafka-version") or pytestconfig.getini("chaos_kafka_version")
-    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=2, kafka_version=version)
+    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3, kafka_version=version)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.cluster.backend import Capability
 from chaos.cluster.runtime import cache_root, KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
 from chaos.cluster.settings import (
-    jvm_args, broker_properties, log4j_properties, render_properties, zk_config,
+    BROKER_ZK_SESSION_MS, jvm_args, broker_properties, log4j_properties, render_properties, zk_config,
 )
 from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
@@ -334,15 +334,39 @@ class LocalCluster:
         self._paused.discard(node)
 
     def restart(self, node: str) -> None:
-        """Kill the node if it runs, then start it again on its data; waits until it runs."""
+        """Kill the node if it runs, then start it again on its data."""
         self._node(node)
         if self.is_running(node):
             self.kill(node)
-        self._spawn(node)
+        self.start_node(node)
 
     def start_node(self, node: str) -> None:
-        if not self.is_running(node):
-            self._spawn(node)
+        """Start a stopped node on its data.
+
+        A broker that died uncleanly leaves its ephemeral ``/brokers/ids/<id>``
+        znode until its ZooKeeper session expires; a new process registering
+        before that exits with ``NodeExistsException`` (KafkaZkClient.registerBroker).
+        So wait, bounded, until the cluster no longer lists the broker.
+        """
+        if self.is_running(node):
+            return
+        if node.startswith("broker-"):
+            bid = self.topology.broker(node).broker_id  # type: ignore[union-attr]
+            deadline = time.monotonic() + 3 * BROKER_ZK_SESSION_MS / 1000
+            while time.monotonic() < deadline and self.zk_has_ephemeral(f"/brokers/ids/{bid}"):
+                time.sleep(0.1)
+        self._spawn(node)
+
+    def zk_has_ephemeral(self, path: str) -> bool:
+        """Does any ZooKeeper node list ``path`` among its sessions' ephemeral nodes (4lw ``dump``)?"""
+        assert self.topology is not None
+        for zk in self.topology.zookeepers:
+            if not self.is_running(zk.node):
+                continue
+            text = zk_command(zk.client, b"dump") or ""
+            if "Sessions with Ephemerals" in text:  # only the leader (or a standalone server) knows
+                return any(line.strip() == path for line in text.splitlines())
+        return False
 
     def wait_broker_registered(self, node: str, timeout: float = 60.0) -> None:
         bid = self.topology.broker(node).broker_id  # type: ignore[union-attr]
@@ -389,7 +413,7 @@ class LocalCluster:
         self.reset_links()
         dead = [n for n in self._launch if not self.is_running(n)]
         for node in dead:
-            self._spawn(node)
+            self.start_node(node)
         if dead:
             deadline = time.monotonic() + timeout
             assert self.topology is not None
@@ -431,17 +455,25 @@ class LocalCluster:
         }
 
 
-def zk_mode(port: int, timeout: float = 1.0) -> str | None:
-    """ZooKeeper's ``srvr`` answer's Mode line (standalone/leader/follower), None if unreachable."""
+def zk_command(port: int, word: bytes, timeout: float = 1.0) -> str | None:
+    """A ZooKeeper four-letter word's answer, None if the node is unreachable."""
     try:
         with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
-            s.sendall(b"srvr")
+            s.sendall(word)
             data = b""
             while chunk := s.recv(4096):
                 data += chunk
     except OSError:
         return None
-    for line in data.decode(errors="replace").splitlines():
+    return data.decode(errors="replace")
+
+
+def zk_mode(port: int, timeout: float = 1.0) -> str | None:
+    """ZooKeeper's ``srvr`` answer's Mode line (standalone/leader/follower), None if unreachable."""
+    text = zk_command(port, b"srvr", timeout)
+    if text is None:
+        return None
+    for line in text.splitlines():
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
-    return data.decode(errors="replace").strip()[:80] or None
+    return text.strip()[:80] or None

@@ -1,0 +1,163 @@
+"""Fault primitives take effect and heal — checked here independently of the nemesis's own evidence —
+and a CompletingRebalance trigger kills the coordinator inside that state (checked against the broker's log)."""
+
+import json
+import socket
+import time
+import uuid
+from datetime import datetime
+
+import psutil
+import pytest
+
+from chaos.cluster.admin import retry
+from chaos.experiment import FaultSpec, load_experiment
+from chaos.history.event import Kind
+from chaos.history.reader import EventTail, read_history
+from chaos.nemesis.faults import Primitives
+from chaos.runner import run_once
+from chaos.workload.run import WorkloadRun, WorkloadSpec
+from chaos.workload.spec import ConsumerSpec, ProducerSpec
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def workload(kafka_cluster, tmp_path):
+    spec = WorkloadSpec(partitions=6, consumers=(ConsumerSpec(lane="lane0", session_timeout_ms=4000),
+                                                 ConsumerSpec(lane="lane1", session_timeout_ms=4000)),
+                        producers=(ProducerSpec(rate=100, lane="lane0"),))
+    with WorkloadRun(kafka_cluster, spec, tmp_path / "run") as run:
+        run.wait_assigned()
+        yield run
+
+
+def _connect(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def _consumed_after(run, name, t_ns):
+    return any(e.kind is Kind.CONSUMED and e.mono_ns > t_ns
+               for e in EventTail(run.run_dir / "events" / f"{name}.jsonl").poll())
+
+
+def test_kill_broker_then_heal_restarts_it(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    pid = kafka_cluster.process("broker-3").pid
+    active = prims.process(FaultSpec(type="kill", target="node", node="broker-3"), "broker-3")
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    active.heal()
+    kafka_cluster.wait_broker_registered("broker-3")
+    assert kafka_cluster.process("broker-3").pid != pid and psutil.pid_exists(kafka_cluster.process("broker-3").pid)
+
+
+def test_pause_member_freezes_it_and_resume_lets_it_consume_again(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    pid = workload.members["consumer-1"].pid
+    active = prims.process(FaultSpec(type="pause", target="member", node="consumer-1"), "consumer-1")
+    assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    time.sleep(1)
+    t = time.monotonic_ns()
+    active.heal()
+    assert psutil.Process(pid).status() != psutil.STATUS_STOPPED
+    retry(lambda: True if _consumed_after(workload, "consumer-1", t) else None, time.monotonic() + 30,
+          "consumer-1 consuming again")
+
+
+def test_link_down_on_a_members_lane_refuses_connections_until_healed(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    links = kafka_cluster.links_of("lane1")
+    ports = [kafka_cluster.topology.link(l).listen_port for l in links]
+    active = prims.links(FaultSpec(type="link_down", target="member", node="consumer-1"), "t1", links)
+    assert not any(_connect(p) for p in ports)
+    assert all(_connect(kafka_cluster.topology.link(l).listen_port) for l in kafka_cluster.links_of("lane0"))
+    active.heal()
+    assert all(_connect(p) for p in ports)
+
+
+def test_black_hole_on_a_brokers_client_links_stops_its_produce_path_until_healed(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    topic = workload.topic
+    leader = kafka_cluster.leader_of(topic, 0)
+    links = [l for l in kafka_cluster.links_of(leader) if l.startswith("lane1.")]
+    active = prims.links(FaultSpec(type="black_hole", target="node", node=leader, links="clients"), "t2", links)
+    assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=3) is None
+    active.heal()
+    assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=15) is not None
+
+
+def test_latency_toxic_slows_round_trips(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    topic = workload.topic
+    leader = kafka_cluster.leader_of(topic, 0)
+    links = [f"lane1.{leader}"]
+    t0 = time.monotonic()
+    kafka_cluster.produce_probe(topic, lane="lane1", partition=0)
+    base = time.monotonic() - t0
+    active = prims.links(FaultSpec(type="latency", target="node", node=leader, params={"latency_ms": 400}), "t3", links)
+    try:
+        t0 = time.monotonic()
+        assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=20) is not None
+        slowed = time.monotonic() - t0
+    finally:
+        active.heal()
+    assert slowed >= 0.8 > base  # request and response each delayed 400 ms
+
+
+def test_brokers_zookeeper_link_down_deregisters_it_until_healed(kafka_cluster, workload):
+    prims = Primitives(kafka_cluster, workload)
+    victim = next(b for b in ("broker-1", "broker-2", "broker-3") if b != kafka_cluster.controller())
+    bid = int(victim.split("-")[1])
+    links = [l for l in kafka_cluster.links_of(victim) if ".zk-" in l]
+    active = prims.links(FaultSpec(type="link_down", target="node", node=victim, links="zookeeper"), "t4", links)
+    try:
+        retry(lambda: True if bid not in kafka_cluster.admin.broker_ids() else None, time.monotonic() + 30,
+              f"{victim} deregistered")
+    finally:
+        active.heal()
+    kafka_cluster.wait_broker_registered(victim)
+
+
+def test_add_partitions_grows_the_topic(kafka_cluster, workload):
+    Primitives(kafka_cluster, workload).add_partitions(9)
+    assert len(kafka_cluster.admin.partitions(workload.topic)) == 9
+
+
+def _log_lines_before(path, group, t_wall):
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if group in line and line.startswith("["):
+            ts = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if ts <= t_wall:
+                out.append(line)
+    return out
+
+
+def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(kafka_cluster, tmp_path):
+    exp = load_experiment(ROOT / "experiments" / "coordinator-kill-completing-eager.yaml")
+    exp = exp.with_overrides(**{"phases.chaos_s": 10.0})
+    confirmed = 0
+    for attempt in range(3):
+        run_dir = run_once(kafka_cluster, exp, 100 + attempt, tmp_path / f"run{attempt}")
+        kill = [f for f in json.loads((run_dir / "faults.json").read_text()) if f["type"] == "kill"][0]
+        assert kill["fired"], kill
+        h = read_history(run_dir / "history.jsonl")
+        start = next(e for e in h.events if e.kind is Kind.FAULT_START and e.fault_type == "kill")
+        group = h.header.experiment["group"]
+        # the killed broker's own log: its last line about the group before the kill
+        broker_log = run_dir / "logs" / f"{start.node}.log"
+        lines = _log_lines_before(broker_log, group, start.ts + 0.001)
+        last = [l for l in lines if "Stabilized group" in l or "Preparing to rebalance" in l][-1]
+        gen = int(last.split(" generation ")[1].split()[0]) if "Stabilized group" in last else None
+        in_completing = gen is not None and not any(
+            e.kind is Kind.ASSIGNED and e.generation == gen and e.mono_ns < start.mono_ns for e in h.events)
+        assert kill["landed"] == in_completing, (kill, last)  # the nemesis's verdict agrees with the broker
+        confirmed += in_completing
+        kafka_cluster.heal()
+        if confirmed:
+            break
+    assert confirmed >= 1
