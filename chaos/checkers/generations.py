@@ -6,17 +6,21 @@ commits) never decrease, and two eager (non-incremental) ``assigned`` events
 never carry the same generation: every completed JoinGroup/SyncGroup round is
 a new generation (GroupCoordinator bumps it in ``onCompleteJoin``).
 
-Per group: stabilized generations strictly increase, across coordinator
-failovers. Evidence: ``broker_log`` ``stabilized`` lines (each line is one
-stabilisation, so the same generation stabilising twice is a reuse),
-``group_state`` samples in state Stable (samples repeat, so an equal
-generation is fine, a lower one is not) and ``broker_log`` ``loading`` lines (a
-new coordinator must load a generation at least as high as the last stabilised
-one: a stabilised generation was durably stored before the group became
-Stable). A generation that was bumped but never stabilised (seen only in
-PreparingRebalance / CompletingRebalance samples) may vanish in a failover and
-is exempt. Sample-versus-log comparisons tolerate the clock slack (the
-observer reads logs and samples on different schedules).
+Per group: generations strictly increase across coordinator failovers once
+they are *durable*. The coordinator's ``Stabilized group G generation N`` line
+(``broker_log`` ``stabilized``) is logged in ``GroupCoordinator.onCompleteJoin``:
+the join phase ended and the generation was bumped, but the group becomes
+Stable only after the leader's assignment is stored in ``__consumer_offsets``
+(``GroupMetadataManager.storeGroup``). A generation is durable once a member
+received an assignment in it (SyncGroup responses are sent only after the
+store), a coordinator loaded it (``loading``), or a Stable ``group_state``
+sample shows it. Violations: a join completing with a generation not above the
+highest durable one (reuse or regression), a coordinator loading a generation
+below it (stored metadata lost), a Stable sample below it. A generation whose
+join completed but whose coordinator died before the store is a ghost: it may
+vanish in the failover and be handed out again, and is exempt (DESIGN.md §5.6).
+Sample-versus-log comparisons tolerate the clock slack (the observer reads logs
+and samples on different schedules).
 """
 
 from __future__ import annotations
@@ -79,40 +83,58 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             else:
                 seen[g] = e.seq
 
+    # Per group. The coordinator's "Stabilized group G generation N" line is
+    # logged in onCompleteJoin: the join phase ended and the generation was
+    # bumped, but the group is Stable only after the leader's assignment is
+    # stored in __consumer_offsets. A generation is *durable* once a member
+    # received its assignment (SyncGroup answers only after the store), a new
+    # coordinator loaded it, or a Stable sample shows it. Only durable
+    # generations bind: a join-completed generation whose coordinator died
+    # before the store is a ghost and may be handed out again.
     slack = bounds.slack_ns
-    stab: dict[str, tuple[int, int, int]] = {}  # group -> (max stabilized generation, seq, ns)
-    log_stab: dict[str, dict[int, int]] = {}
+    durable: dict[str, tuple[int, int, int]] = {}  # group -> (max durable generation, seq, ns)
+    last_prepare: dict[str, int] = {}  # group -> mono_ns of the latest "Preparing to rebalance" line
     group_obs = 0
-    for e in idx.stream((BrokerLog, GroupStateSample)):
+
+    def make_durable(group: str, g: int, seq: int, ns: int) -> None:
+        prev = durable.get(group)
+        if prev is None or g > prev[0]:
+            durable[group] = (g, seq, ns)
+
+    for e in idx.stream((BrokerLog, GroupStateSample, Assigned)):
         g = e.generation
         if g is None or g < 0:
             continue
-        prev = stab.get(e.group)
-        if type(e) is BrokerLog:
-            if e.event is BrokerLogEvent.STABILIZED:
+        t = type(e)
+        if t is Assigned:
+            make_durable(e.group, g, e.seq, e.mono_ns)
+            continue
+        prev = durable.get(e.group)
+        if t is BrokerLog:
+            if e.event is BrokerLogEvent.PREPARING_REBALANCE:
+                last_prepare[e.group] = e.mono_ns
+            elif e.event is BrokerLogEvent.STABILIZED:
                 group_obs += 1
-                seen = log_stab.setdefault(e.group, {})
-                if g in seen:
-                    log.violation(f"group {e.group}: generation {g} stabilized twice (generation reused)",
-                                  seen[g], e.seq)
-                elif prev is not None and g < prev[0]:
-                    log.violation(f"group {e.group}: stabilized generation {g} after generation {prev[0]}",
-                                  prev[1], e.seq)
-                seen.setdefault(g, e.seq)
-                if prev is None or g > prev[0]:
-                    stab[e.group] = (g, e.seq, e.mono_ns)
+                # an equal generation is a reuse only when a new round began (a "Preparing to
+                # rebalance" line) after the generation became durable: the same round's line
+                # may sort after its first assignment (millisecond log timestamps)
+                reused = prev is not None and g == prev[0] and last_prepare.get(e.group, -1) > prev[2]
+                if prev is not None and (g < prev[0] or reused):
+                    what = "reused" if g == prev[0] else "moved backwards"
+                    log.violation(f"group {e.group}: join completed with generation {g} although generation "
+                                  f"{prev[0]} was already durable (generation {what})", prev[1], e.seq)
             elif e.event is BrokerLogEvent.LOADING:
                 group_obs += 1
                 if prev is not None and g < prev[0]:
                     log.violation(f"group {e.group}: broker {e.broker} loaded generation {g} although generation "
-                                  f"{prev[0]} had stabilized (stored group metadata lost)", prev[1], e.seq)
+                                  f"{prev[0]} was durable (stored group metadata lost)", prev[1], e.seq)
+                make_durable(e.group, g, e.seq, e.mono_ns)
         elif e.state is GroupState.STABLE:
             group_obs += 1
             if prev is not None and g < prev[0] and e.mono_ns - prev[2] > slack:
                 log.violation(f"group {e.group}: Stable sample at generation {g} after generation {prev[0]} "
-                              "had stabilized", prev[1], e.seq)
-            if prev is None or g > prev[0]:
-                stab[e.group] = (g, e.seq, e.mono_ns)
+                              "was durable", prev[1], e.seq)
+            make_durable(e.group, g, e.seq, e.mono_ns)
     metrics = {"member_generation_observations": member_events, "group_generation_observations": group_obs,
                "violations": log.violation_count}
     return log.result(NAME, "generations only moved forward, per member and per group",

@@ -196,14 +196,15 @@ class _Sim:
                 self.member_ids += 1
                 m.member_id = f"{m.source}-{self.member_ids:04d}"
         plan = self.assign(live, prev)
+        # as GroupCoordinator logs it: "Stabilized" when the join completes, before anyone is assigned
+        self.add(BrokerLog, "observer", broker=1, group=GROUP, event=BrokerLogEvent.STABILIZED, generation=self.gen,
+                 member_id=None, line=f"Stabilized group {GROUP} generation {self.gen}")
         for m in live:
             m.holding = plan[m.source]
             m.generation = self.gen
             m.position = {p: self.committed[p] for _, p in m.holding}
             self.add(Assigned, m.source, group=GROUP, partitions=tuple(m.holding), generation=self.gen,
                      member_id=m.member_id, incremental=False)
-        self.add(BrokerLog, "observer", broker=1, group=GROUP, event=BrokerLogEvent.STABILIZED, generation=self.gen,
-                 member_id=None, line=f"Stabilized group {GROUP} generation {self.gen}")
         self.sample()
 
     def sample(self, state: GroupState = GroupState.STABLE) -> None:
