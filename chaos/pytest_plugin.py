@@ -1,34 +1,59 @@
 """pytest plugin (entry point ``pytest11: chaos``): thin and lazy.
 
-It maps options onto settings and hands out a real cluster; the library does
-the work. Nothing heavy is imported until a fixture is used, so installing
-kafka-chaos costs other test suites nothing.
+It maps options onto settings, hands out real clusters and the harness of
+:mod:`chaos.harness`, and turns a failed invariant into a failed test whose
+text is the checkers' explanation. The library does the work; nothing heavy is
+imported until a fixture is used.
 
-Fixtures:
-* ``kafka_cluster`` — a real local cluster shared by the whole session
-  (started on first use), healed after every test that used it: paused nodes
-  thawed, dead nodes restarted, every proxy enabled and every toxic removed.
-* ``kafka_cluster_spec`` — override it in a conftest to change the shape.
+Fixtures
+  ``kafka_cluster``   a real cluster shared by the session (started on first use), healed after each test
+  ``consumer_group``  ``consumer_group(members=3, handler=fn, **ConsumerSpec fields)`` starts the group under test
+  ``producer``        ``producer(rate=200)`` writes checkable records to the group's topic
+  ``chaos``           faults on roles as context managers: ``with chaos.kill("coordinator", when="CompletingRebalance"):``
+  ``history``         ends the test's run (heal, quiesce, final read, judge) and returns the recorded History
+  ``run_experiment``  ``run_experiment("coordinator-kill-completing-eager")`` runs a catalogue file
 
-Options: ``--kafka-version``, ``--run-slow`` (nightly-size suites marked
-``slow`` are skipped without it).
+A test that started a consumer group is judged after its body: a verdict other
+than valid fails it with the explanation; the run directory and seed are
+attached to the report and, as properties, to JUnit XML so CI can rerun the
+exact schedule (``--chaos-seed``).
+
+Options (ini keys in brackets): ``--chaos-backend`` [chaos_backend],
+``--chaos-seed`` [chaos_seed], ``--chaos-runs`` [chaos_runs],
+``--kafka-version`` [chaos_kafka_version], ``--chaos-out`` [chaos_out],
+``--run-slow`` (nightly-size tests marked ``slow``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+_ITEM_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaos", "kafka-chaos")
-    group.addoption("--kafka-version", default=None, help="Kafka version for kafka_cluster (default: ini chaos_kafka_version or 3.9.1)")
+    group.addoption("--chaos-backend", default=None, choices=["local"], help="cluster backend [ini chaos_backend]")
+    group.addoption("--chaos-seed", default=None, type=int, help="seed of the fault schedules [ini chaos_seed]")
+    group.addoption("--chaos-runs", default=None, type=int, help="runs per run_experiment call [ini chaos_runs]")
+    group.addoption("--kafka-version", default=None, help="Kafka version of the clusters [ini chaos_kafka_version]")
+    group.addoption("--chaos-out", default=None, help="directory for run directories (default: pytest's tmp)")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow (nightly-size)")
-    parser.addini("chaos_kafka_version", "default Kafka version for kafka_cluster", default="3.9.1")
+    parser.addini("chaos_backend", "cluster backend", default="local")
+    parser.addini("chaos_seed", "seed of the fault schedules", default="1")
+    parser.addini("chaos_runs", "runs per run_experiment call", default="1")
+    parser.addini("chaos_kafka_version", "Kafka version", default="3.9.1")
+    parser.addini("chaos_out", "directory for run directories", default="")
+    parser.addini("chaos_experiments", "directory of the experiment catalogue", default="experiments")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real Kafka/ZooKeeper/Toxiproxy processes")
     config.addinivalue_line("markers", "slow: nightly-size suite, runs only with --run-slow")
+    config.addinivalue_line("markers", "chaos(experiment=None, seed=None, runs=None): parameters for run_experiment "
+                                       "and the chaos fixtures of this test")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,20 +65,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _opt(config: pytest.Config, name: str, ini: str):
+    value = config.getoption(name)
+    return value if value is not None else config.getini(ini)
+
+
+def _marker(request: pytest.FixtureRequest) -> dict:
+    m = request.node.get_closest_marker("chaos")
+    return dict(m.kwargs) if m else {}
+
+
 @pytest.fixture(scope="session")
-def kafka_cluster_spec(pytestconfig: pytest.Config):
+def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = _opt(pytestconfig, "--chaos-out", "chaos_out")
+    return {
+        "backend": _opt(pytestconfig, "--chaos-backend", "chaos_backend"),
+        "seed": int(_opt(pytestconfig, "--chaos-seed", "chaos_seed")),
+        "runs": int(_opt(pytestconfig, "--chaos-runs", "chaos_runs")),
+        "kafka_version": _opt(pytestconfig, "--kafka-version", "chaos_kafka_version"),
+        "out": Path(out) if out else tmp_path_factory.mktemp("chaos-runs"),
+        "experiments": Path(pytestconfig.rootpath) / pytestconfig.getini("chaos_experiments"),
+    }
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_spec(chaos_settings):
     from chaos.cluster.topology import ClusterSpec
 
-    version = pytestconfig.getoption("--kafka-version") or pytestconfig.getini("chaos_kafka_version")
-    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3, kafka_version=version)
+    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3, kafka_version=chaos_settings["kafka_version"])
 
 
 @pytest.fixture(scope="session")
-def _chaos_session_cluster(kafka_cluster_spec):
-    from chaos.cluster.local import LocalCluster
+def _chaos_pool(kafka_cluster_spec):
+    from chaos.runner import ClusterPool
 
-    with LocalCluster(kafka_cluster_spec) as cluster:
-        yield cluster
+    with ClusterPool() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="session")
+def _chaos_session_cluster(_chaos_pool, kafka_cluster_spec):
+    return _chaos_pool.get(kafka_cluster_spec, pin=True)
 
 
 @pytest.fixture
@@ -61,3 +113,107 @@ def kafka_cluster(_chaos_session_cluster):
     """The shared cluster, healed after the test so the next one starts whole."""
     yield _chaos_session_cluster
     _chaos_session_cluster.heal()
+
+
+@pytest.fixture
+def _chaos_test(request, kafka_cluster, chaos_settings):
+    from chaos.harness import ChaosTest
+
+    params = _marker(request)
+    seed = params.get("seed", chaos_settings["seed"])
+    safe = request.node.name.replace("/", "_").replace("[", "-").replace("]", "")[:80]
+    test = ChaosTest(kafka_cluster, chaos_settings["out"] / safe, seed=seed)
+    request.node.stash[_ITEM_KEY] = {"test": test, "seed": seed}
+    yield test
+    test.abort()  # no-op once judged
+
+
+@pytest.fixture
+def consumer_group(_chaos_test):
+    return _chaos_test.consumer_group
+
+
+@pytest.fixture
+def producer(_chaos_test):
+    return _chaos_test.producer
+
+
+@pytest.fixture
+def chaos(_chaos_test):
+    return _chaos_test.chaos
+
+
+@pytest.fixture
+def history(_chaos_test):
+    """Call it to end the run and get its History: ``h = history()`` (judging happens then too)."""
+    def finish():
+        _chaos_test.finish()
+        return _chaos_test.history
+    return finish
+
+
+@pytest.fixture
+def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
+    """``run_experiment(name_or_path=None, seed=None, runs=None)`` -> list of RunOutcome; unexpected verdicts fail the test."""
+    from chaos.experiment import load_experiment
+    from chaos.runner import RunOutcome, judge_once
+
+    state = request.node.stash.setdefault(_ITEM_KEY, {})
+    outcomes: list[RunOutcome] = state.setdefault("outcomes", [])
+
+    def run(experiment: str | None = None, seed: int | None = None, runs: int | None = None):
+        params = _marker(request)
+        name = experiment or params.get("experiment")
+        if not name:
+            raise pytest.UsageError("run_experiment needs an experiment: run_experiment('name') or @pytest.mark.chaos(experiment='name')")
+        path = Path(name)
+        if not path.exists():
+            path = chaos_settings["experiments"] / f"{name}.yaml"
+        exp = load_experiment(path)
+        if chaos_settings["kafka_version"] != exp.cluster.kafka_version:
+            exp = exp.with_overrides(**{"cluster.kafka_version": chaos_settings["kafka_version"]})
+        s0 = seed if seed is not None else params.get("seed", chaos_settings["seed"])
+        n = runs or params.get("runs") or chaos_settings["runs"]
+        state["seed"] = s0
+        got = []
+        for k in range(n):
+            cluster = _chaos_pool.get(exp.cluster)
+            oc = judge_once(cluster, exp, s0 + k, chaos_settings["out"] / exp.name / f"{request.node.name}-{k}")
+            got.append(oc)
+        outcomes.extend(got)
+        return got
+
+    return run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    outcome = yield
+    state = item.stash.get(_ITEM_KEY, None)
+    if not state:
+        return
+    test = state.get("test")
+    if outcome.excinfo is not None:
+        if test is not None:
+            test.abort()
+        return
+    from chaos.harness import explain
+
+    failures = []
+    if test is not None and test.run is not None:
+        verdict = test.finish()
+        item.user_properties += [("chaos_seed", state["seed"]), ("chaos_run_dir", str(test.run_dir)),
+                                 ("chaos_verdict", verdict.valid.value)]
+        item.add_report_section("call", "chaos", f"run directory: {test.run_dir}\nseed: {state['seed']}\n"
+                                                 f"verdict: {verdict.valid.value}")
+        if verdict.valid.value != "true":
+            failures.append(explain(verdict, test.run_dir))
+    for oc in state.get("outcomes", []):
+        item.user_properties += [("chaos_seed", oc.seed), ("chaos_run_dir", oc.run_dir),
+                                 ("chaos_verdict", oc.valid)]
+        item.add_report_section("call", "chaos", f"{oc.experiment} seed {oc.seed}: {oc.valid} -> {oc.run_dir}")
+        if not oc.expected:
+            failures.append(oc.explanation or f"{oc.experiment} seed {oc.seed}: verdict {oc.valid} ({oc.error or ''}) "
+                                              f"run directory {oc.run_dir}")
+    if failures:
+        outcome.force_exception(pytest.fail.Exception("\n\n".join(failures), pytrace=False))

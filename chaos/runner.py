@@ -55,6 +55,7 @@ class RunOutcome:
     wall_s: float = 0.0
     error: str | None = None
     faults: list[dict] = field(default_factory=list)
+    explanation: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -66,30 +67,38 @@ class RunOutcome:
 
 
 class ClusterPool:
-    """Keeps one cluster per shape alive across runs; heals it between runs."""
+    """Keeps clusters alive across runs, one per shape (at most ``size``, least recently used
+    stopped first); a cluster handed out again is healed first."""
 
-    def __init__(self) -> None:
-        self._spec: ClusterSpec | None = None
-        self._cluster: LocalCluster | None = None
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._clusters: dict[str, LocalCluster] = {}
+        self._pinned: set[str] = set()
 
-    def get(self, spec: ClusterSpec) -> LocalCluster:
-        if self._cluster is not None and self._spec == spec:
-            self._cluster.heal()
-            return self._cluster
-        self.close()
-        self._cluster = LocalCluster(spec)
-        self._cluster.start()
-        self._spec = spec
-        return self._cluster
+    def get(self, spec: ClusterSpec, pin: bool = False) -> LocalCluster:
+        """A started, healed cluster of ``spec``; a pinned one is never evicted for another shape."""
+        key = spec.model_dump_json()
+        if pin:
+            self._pinned.add(key)
+        cluster = self._clusters.pop(key, None)
+        if cluster is not None:
+            cluster.heal()
+        else:
+            evictable = [k for k in self._clusters if k not in self._pinned]
+            while len(self._clusters) >= self.size and evictable:
+                self._clusters.pop(evictable.pop(0)).stop()
+            cluster = LocalCluster(spec)
+            cluster.start()
+        self._clusters[key] = cluster  # most recently used last
+        return cluster
 
     def discard(self) -> None:
-        """Throw the cluster away (a run broke it beyond healing)."""
+        """Throw every cluster away (a run broke one beyond healing)."""
         self.close()
 
     def close(self) -> None:
-        if self._cluster is not None:
-            self._cluster.stop()
-        self._cluster, self._spec = None, None
+        while self._clusters:
+            self._clusters.popitem()[1].stop()
 
     def __enter__(self) -> "ClusterPool":
         return self
@@ -122,6 +131,40 @@ def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -
     return run_dir
 
 
+def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path, index: int = 0) -> RunOutcome:
+    """Run ``exp`` once on ``cluster`` and judge it; infrastructure errors become an ``error`` outcome."""
+    t0 = time.monotonic()
+    oc = RunOutcome(exp.name, index, seed, str(run_dir), "error", False)
+    try:
+        run_once(cluster, exp, seed, run_dir)
+        verdict = judge_run(run_dir, exp.checkers.names(),
+                            CheckerBounds(convergence_s=exp.checkers.convergence_s,
+                                          clock_slack_s=exp.checkers.clock_slack_s))
+        oc.valid = verdict.valid.value
+        oc.failed_checkers = [r.checker.value for r in verdict.results if r.valid is Validity.FALSE]
+        if exp.expect_violation:
+            oc.expected = set(oc.failed_checkers) >= {c.value for c in exp.expect_violation}
+        else:
+            oc.expected = verdict.valid is Validity.TRUE
+        if not oc.expected:
+            from chaos.harness import explain
+            oc.explanation = explain(verdict, run_dir)
+    except UsageError as exc:
+        oc.error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - an infrastructure failure ends this run, not the batch
+        oc.error = f"{type(exc).__name__}: {exc}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "error.txt").write_text(traceback.format_exc())
+    oc.wall_s = round(time.monotonic() - t0, 2)
+    try:
+        oc.faults = json.loads((run_dir / "faults.json").read_text())
+    except (FileNotFoundError, ValueError):
+        pass
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "outcome.json").write_text(json.dumps(asdict(oc), indent=1))
+    return oc
+
+
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
                     on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
@@ -134,36 +177,15 @@ def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | Non
                 run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
                 if on_start:
                     on_start(exp, k, s)
-                t0 = time.monotonic()
-                oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False)
                 try:
                     cluster = pool.get(exp.cluster)
-                    run_once(cluster, exp, s, run_dir)
-                    verdict = judge_run(run_dir, exp.checkers.names(),
-                                        CheckerBounds(convergence_s=exp.checkers.convergence_s,
-                                                      clock_slack_s=exp.checkers.clock_slack_s))
-                    oc.valid = verdict.valid.value
-                    oc.failed_checkers = [r.checker.value if hasattr(r.checker, "value") else str(r.checker)
-                                          for r in verdict.results if r.valid is Validity.FALSE]
-                    if exp.expect_violation:
-                        oc.expected = set(oc.failed_checkers) >= {c.value for c in exp.expect_violation}
-                    else:
-                        oc.expected = verdict.valid is Validity.TRUE
                 except UsageError as exc:
-                    oc.error = str(exc)
+                    oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False, error=str(exc))
                     pool.discard()
-                except Exception as exc:  # noqa: BLE001 - an infrastructure failure ends this run, not the batch
-                    oc.error = f"{type(exc).__name__}: {exc}"
-                    (run_dir / "error.txt").parent.mkdir(parents=True, exist_ok=True)
-                    (run_dir / "error.txt").write_text(traceback.format_exc())
-                    pool.discard()
-                oc.wall_s = round(time.monotonic() - t0, 2)
-                try:
-                    oc.faults = json.loads((run_dir / "faults.json").read_text())
-                except (FileNotFoundError, ValueError):
-                    pass
-                (run_dir / "outcome.json").parent.mkdir(parents=True, exist_ok=True)
-                (run_dir / "outcome.json").write_text(json.dumps(asdict(oc), indent=1))
+                else:
+                    oc = judge_once(cluster, exp, s, run_dir, k)
+                    if oc.valid == "error":
+                        pool.discard()  # a run that failed on infrastructure may have broken the cluster
                 outcomes.append(oc)
                 if on_run:
                     on_run(oc)

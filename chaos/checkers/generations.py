@@ -3,8 +3,10 @@
 Per member (one incarnation: from ``member_start`` to ``member_stop``): the
 generations tagged on its events (assigned, revoked, lost, consumed and ``ok``
 commits) never decrease, and two eager (non-incremental) ``assigned`` events
-never carry the same generation: every completed JoinGroup/SyncGroup round is
-a new generation (GroupCoordinator bumps it in ``onCompleteJoin``).
+with the same generation carry the same partitions: a member's assignment is
+fixed within a generation, though the coordinator may hand the current
+generation out again without a rebalance (a follower rejoining a Stable group
+with unchanged metadata, ``GroupCoordinator.handleJoinGroup``).
 
 Per group: generations strictly increase across coordinator failovers once
 they are *durable*. The coordinator's ``Stabilized group G generation N`` line
@@ -53,7 +55,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
     high: dict[str, tuple[int, int]] = {}  # source -> (max generation, seq)
-    eager_gens: dict[str, dict[int, int]] = {}
+    eager_gens: dict[str, dict[int, tuple[int, frozenset]]] = {}
     member_events = 0
     flagged_members: set[str] = set()
     for e in idx.stream(_MEMBER_TYPES):
@@ -78,10 +80,15 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if t is Assigned and not e.incremental:
             seen = eager_gens.setdefault(src, {})
             prev = seen.get(g)
-            if prev is not None:
-                log.violation(f"{src}: two eager assignments with the same generation {g}", prev, e.seq)
-            else:
-                seen[g] = e.seq
+            # The same generation handed out again is legal when it carries the same partitions:
+            # a follower rejoining a Stable group with unchanged metadata gets the current
+            # generation and its stored assignment back without a rebalance
+            # (GroupCoordinator.handleJoinGroup; seen after coordinator failovers). Within one
+            # generation a member's assignment is fixed, so different partitions are a violation.
+            if prev is not None and prev[1] != frozenset(e.partitions):
+                log.violation(f"{src}: two different eager assignments in the same generation {g}", prev[0], e.seq)
+            elif prev is None:
+                seen[g] = (e.seq, frozenset(e.partitions))
 
     # Per group. The coordinator's "Stabilized group G generation N" line is
     # logged in onCompleteJoin: the join phase ended and the generation was

@@ -204,49 +204,64 @@ class Nemesis:
         rec.landing_evidence = (f"no {exit_kind} signal between the trigger and the effect" if not left else
                                 f"{exit_kind} seen {round((effect_ns - left[0].happened_ns) / 1e6, 1)} ms before the effect")
 
-    def _run_one(self, pf: PlannedFault) -> None:
+    def inject(self, pf: PlannedFault, trigger_ns: int, sig: Signal | None) -> list[Active]:
+        """Resolve the target now, inject, record ``fault_start`` and the effect evidence.
+
+        Returns the active faults (empty when the target resolved to nothing).
+        The caller must :meth:`heal` them.
+        """
+        rec = self.records.setdefault(pf.fault_id, FaultRecord(pf.fault_id, pf.spec.type.value,
+                                                               pf.spec.target.value, pf.spec.trigger.describe()))
+        nodes = self._resolve(pf, sig)
+        if not nodes:
+            rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
+            return []
+        inject_ns = time.monotonic_ns()
+        with self._lock:  # effect_ns of the shared primitives belongs to this injection
+            self.prims.effect_ns = None
+            actives = self._inject(pf, nodes)
+            effect_ns = self.prims.effect_ns or time.monotonic_ns()
+        rec.fired, rec.nodes = True, nodes
+        rec.links = [l for a in actives for l in a.links]
+        rec.start_s = self._rel_s(inject_ns)
+        rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)
+        if sig is not None:
+            rec.trigger_signal = sig.line.strip()[-300:] or f"{sig.kind} gen {sig.generation} ({sig.member})"
+            rec.seen_lag_ms = round((sig.seen_ns - sig.happened_ns) / 1e6, 2)
+        params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
+                                  "links": rec.links, "duration_s": pf.spec.duration_s}
+        self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
+                         fault_type=pf.spec.type.value, target_role=pf.spec.target.value,
+                         node=",".join(nodes), params=params, trigger=rec.trigger)
+        rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
+        if sig is not None and rec.intended_state:
+            self._landing(rec, sig, effect_ns)
+        return actives
+
+    def heal(self, pf: PlannedFault, actives: list[Active]) -> None:
+        """Undo ``actives`` (every heal runs even if one fails), record ``fault_end`` and the heal evidence."""
         rec = self.records[pf.fault_id]
+        for a in actives:
+            try:
+                a.heal()
+            except Exception as exc:  # noqa: BLE001 - the next heal must still run
+                self.events.emit(Kind.ERROR, message=f"heal of {pf.fault_id} failed: {exc}",
+                                 error_code=None, error_name=None, fatal=False)
+        end_ns = time.monotonic_ns()
+        self.events.emit(Kind.FAULT_END, mono_ns=end_ns, fault_id=pf.fault_id,
+                         fault_type=pf.spec.type.value, node=",".join(rec.nodes) or None)
+        rec.end_s = self._rel_s(end_ns)
+        rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)
+
+    def _run_one(self, pf: PlannedFault) -> None:
         actives: list[Active] = []
         try:
-            fired = self._wait_trigger(pf, rec)
+            fired = self._wait_trigger(pf, self.records[pf.fault_id])
             if fired is None:
                 return
-            trigger_ns, sig = fired
-            nodes = self._resolve(pf, sig)
-            if not nodes:
-                rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
-                return
-            inject_ns = time.monotonic_ns()
-            with self._lock:  # effect_ns of the shared primitives belongs to this injection
-                self.prims.effect_ns = None
-                actives = self._inject(pf, nodes)
-                effect_ns = self.prims.effect_ns or time.monotonic_ns()
-            rec.fired, rec.nodes = True, nodes
-            rec.links = [l for a in actives for l in a.links]
-            rec.start_s = self._rel_s(inject_ns)
-            rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)
-            if sig is not None:
-                rec.trigger_signal = sig.line.strip()[-300:] or f"{sig.kind} gen {sig.generation} ({sig.member})"
-                rec.seen_lag_ms = round((sig.seen_ns - sig.happened_ns) / 1e6, 2)
-            params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
-                                      "links": rec.links, "duration_s": pf.spec.duration_s}
-            self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
-                             fault_type=pf.spec.type.value, target_role=pf.spec.target.value,
-                             node=",".join(nodes), params=params, trigger=rec.trigger)
-            rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
-            if sig is not None and rec.intended_state:
-                self._landing(rec, sig, effect_ns)
-            self.cancel.wait(pf.spec.duration_s)
+            actives = self.inject(pf, *fired)
+            if actives:
+                self.cancel.wait(pf.spec.duration_s)
         finally:
             if actives:
-                for a in actives:
-                    try:
-                        a.heal()
-                    except Exception as exc:  # noqa: BLE001 - the next heal must still run
-                        self.events.emit(Kind.ERROR, message=f"heal of {pf.fault_id} failed: {exc}",
-                                         error_code=None, error_name=None, fatal=False)
-                end_ns = time.monotonic_ns()
-                self.events.emit(Kind.FAULT_END, mono_ns=end_ns, fault_id=pf.fault_id,
-                                 fault_type=pf.spec.type.value, node=",".join(rec.nodes) or None)
-                rec.end_s = self._rel_s(end_ns)
-                rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)
+                self.heal(pf, actives)

@@ -59,7 +59,7 @@ class WorkloadRun:
     """One recorded run against a started cluster; use as a context manager."""
 
     def __init__(self, cluster, spec: WorkloadSpec, run_dir: Path, *, seed: int | None = None,
-                 run_id: str | None = None, experiment: dict | None = None):
+                 run_id: str | None = None, experiment: dict | None = None, handler: str | None = None):
         self.cluster = cluster
         self.spec = spec
         self.run_dir = Path(run_dir)
@@ -68,6 +68,8 @@ class WorkloadRun:
         self.topic = f"chaos-{self.run_id}"
         self.group = f"group-{self.run_id}"
         self.experiment = experiment or {}
+        #: "module:function" every member calls per record (the user's own processing logic)
+        self.handler = handler
         self.session: Session | None = None
         self.members: dict[str, ManagedProcess] = {}
         self.producers: dict[str, ManagedProcess] = {}
@@ -109,11 +111,8 @@ class WorkloadRun:
                                       interval=self.spec.observer_interval_ms / 1000).start()
         for name in self.member_specs:
             self.start_member(name)
-        for name in self.producer_specs:
-            self._spawn(name, WorkerConfig(role="producer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
-                                           bootstrap=self.cluster.bootstrap(self.producer_specs[name].lane),
-                                           topic=self.topic, group=self.group, producer=self.producer_specs[name]),
-                        self.producers)
+        for name in list(self.producer_specs):
+            self.start_producer(name)
 
     def _write_header(self) -> None:
         import confluent_kafka
@@ -143,12 +142,21 @@ class WorkloadRun:
         into[name] = proc
         return proc
 
+    def start_producer(self, name: str, spec: ProducerSpec | None = None) -> ManagedProcess:
+        """Start (or add, with ``spec``) a producer worker."""
+        if spec is not None:
+            self.producer_specs[name] = spec
+        spec = self.producer_specs[name]
+        return self._spawn(name, WorkerConfig(role="producer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
+                                              bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic,
+                                              group=self.group, producer=spec), self.producers)
+
     # ------------------------------------------------------------ members
     def start_member(self, name: str) -> ManagedProcess:
         spec = self.member_specs[name]
         cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                            bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
-                           consumer=spec, kafka_version=self.cluster.spec.kafka_version)
+                           consumer=spec, kafka_version=self.cluster.spec.kafka_version, handler=self.handler)
         return self._spawn(name, cfg, self.members)
 
     def kill_member(self, name: str, sig: int = signal.SIGKILL) -> None:

@@ -1,0 +1,228 @@
+"""Chaos tests written as code: a consumer group under test and faults as context managers.
+
+This is what the pytest plugin's fixtures hand out; it is plain Python and
+works outside pytest too::
+
+    with LocalCluster() as cluster:
+        test = ChaosTest(cluster, Path("runs/t1"), seed=1)
+        group = test.consumer_group(members=3, handler="mypkg.logic:process")
+        test.producer(rate=200)
+        group.bounce("consumer-2")                       # provoke a rebalance
+        with test.chaos.fault("kill", "coordinator", when="CompletingRebalance"):
+            time.sleep(3)                                 # healed (restarted) on exit
+        verdict = test.finish()                           # quiesce, final read, merge, judge
+
+Faults go through the same :class:`chaos.nemesis.interpreter.Nemesis` as
+experiments: roles resolved at injection, ``fault_start``/``fault_end``/
+``fault_verified`` in the history, heal in ``finally``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from chaos.checkers.bounds import CheckerBounds
+from chaos.checkers.judge import judge_run
+from chaos.checkers.result import CheckerName, Verdict
+from chaos.errors import UsageError
+from chaos.experiment import Experiment, FaultSpec, Trigger
+from chaos.history.event import RunPhase
+from chaos.history.reader import History, read_history
+from chaos.nemesis.interpreter import Nemesis
+from chaos.nemesis.schedule import PlannedFault
+from chaos.workload.run import WorkloadRun, WorkloadSpec
+from chaos.workload.spec import ConsumerSpec, ProducerSpec
+
+
+def handler_ref(handler: str | Callable | None) -> str | None:
+    """A processing function as ``module:function`` (workers are separate processes: it must be importable)."""
+    if handler is None or isinstance(handler, str):
+        return handler
+    module, name = getattr(handler, "__module__", None), getattr(handler, "__qualname__", "")
+    if not module or "<" in name or "." in name or module == "__main__":
+        raise UsageError(f"handler {handler!r}: use a module-level function of an importable module "
+                         "(or pass 'module:function')")
+    return f"{module}:{name}"
+
+
+class ConsumerGroup:
+    """The group under test: its members are worker processes of the run."""
+
+    def __init__(self, test: "ChaosTest"):
+        self._test = test
+
+    @property
+    def run(self) -> WorkloadRun:
+        return self._test.run
+
+    @property
+    def members(self) -> list[str]:
+        return sorted(self.run.member_specs)
+
+    @property
+    def group_id(self) -> str:
+        return self.run.group
+
+    @property
+    def topic(self) -> str:
+        return self.run.topic
+
+    def bounce(self, member: str, down_s: float = 1.0) -> None:
+        """Leave cleanly (SIGTERM) and rejoin after ``down_s``: two rebalances."""
+        self.run.kill_member(member, signal.SIGTERM)
+        time.sleep(down_s)
+        self.run.start_member(member)
+
+    def wait_assigned(self, timeout: float = 30.0) -> None:
+        self.run.wait_assigned(timeout)
+
+
+class ChaosControl:
+    """Faults on roles, each a context manager that heals on exit."""
+
+    def __init__(self, test: "ChaosTest"):
+        self._test = test
+        self._n = 0
+        self._nemesis: Nemesis | None = None
+
+    def _nem(self) -> Nemesis:
+        if self._nemesis is None:
+            t = self._test
+            self._nemesis = Nemesis(t.cluster, t.run, Experiment(name="pytest"), t.seed, ()).start()
+        return self._nemesis
+
+    @contextmanager
+    def fault(self, type: str, target: str, *, node: str | None = None, when: str | None = None,
+              links: str = "all", params: dict[str, float] | None = None, partition: int = 0,
+              timeout_s: float = 30.0) -> Iterator[list[str]]:
+        """Inject a fault (waiting first for group state ``when``, if given); heal it on exit.
+
+        Yields the resolved nodes. Raises :class:`UsageError` for an invalid
+        fault and ``TimeoutError`` when the state never came.
+        """
+        nem = self._nem()
+        self._n += 1
+        trigger = Trigger(state=when, timeout_s=timeout_s) if when else Trigger(at_s=0)
+        try:
+            spec = FaultSpec(type=type, target=target, node=node, links=links, params=params or {},
+                             partition=partition, trigger=trigger, duration_s=0)
+        except Exception as exc:  # pydantic's ValidationError: one line
+            raise UsageError(f"fault {type} on {target}: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+        pf = PlannedFault(f"t{self._n}", self._n, 0, spec, None if when else 0.0)
+        start = time.monotonic_ns()
+        if when:
+            from chaos.nemesis.interpreter import FaultRecord
+            nem.records[pf.fault_id] = FaultRecord(pf.fault_id, type, target, trigger.describe(), intended_state=when)
+            sig = nem.watch.wait_for(lambda s: s.kind == when, start, time.monotonic() + timeout_s, nem.cancel)
+            if sig is None:
+                raise TimeoutError(f"group {self._test.run.group} did not enter {when} within {timeout_s}s")
+            trigger_ns = sig.happened_ns
+        else:
+            sig, trigger_ns = None, start
+        actives = nem.inject(pf, trigger_ns, sig)
+        try:
+            yield nem.records[pf.fault_id].nodes
+        finally:
+            if actives:
+                nem.heal(pf, actives)
+
+    def kill(self, target: str, **kw: Any):
+        return self.fault("kill", target, **kw)
+
+    def pause(self, target: str, **kw: Any):
+        return self.fault("pause", target, **kw)
+
+    def cut(self, target: str, **kw: Any):
+        """Black-hole every link of the target (connections stay open, data is held)."""
+        return self.fault("black_hole", target, **kw)
+
+    def close(self) -> None:
+        if self._nemesis is not None:
+            self._nemesis.stop()
+            self._nemesis = None
+
+
+class ChaosTest:
+    """One recorded run driven by test code, judged at :meth:`finish`."""
+
+    def __init__(self, cluster, run_dir: Path, *, seed: int = 1, partitions: int = 6,
+                 checkers: list[CheckerName] | None = None, bounds: CheckerBounds | None = None):
+        self.cluster = cluster
+        self.run_dir = Path(run_dir)
+        self.seed = seed
+        self.partitions = partitions
+        self.checkers = checkers
+        self.bounds = bounds
+        self.run: WorkloadRun | None = None
+        self.chaos = ChaosControl(self)
+        self.verdict: Verdict | None = None
+        self.history: History | None = None
+
+    def consumer_group(self, members: int = 3, *, handler: str | Callable | None = None,
+                       lanes: list[str] | None = None, **consumer: Any) -> ConsumerGroup:
+        """Start ``members`` group members (each a process; ``consumer`` fields go to every ConsumerSpec)."""
+        if self.run is not None:
+            raise UsageError("consumer_group() was already called in this test: one group per test")
+        lane_names = lanes or [f"lane{i % self.cluster.spec.lanes}" for i in range(members)]
+        specs = tuple(ConsumerSpec(lane=lane_names[i], **consumer) for i in range(members))
+        spec = WorkloadSpec(partitions=self.partitions, consumers=specs, producers=(),
+                            replication=min(3, self.cluster.spec.brokers))
+        self.run = WorkloadRun(self.cluster, spec, self.run_dir, seed=self.seed, handler=handler_ref(handler),
+                               experiment={"name": "pytest", "source": "chaos.harness"})
+        self.run.start()
+        self.run.phase(RunPhase.WARMUP)
+        self.run.wait_assigned()
+        self.run.phase(RunPhase.CHAOS)
+        self.chaos._nem()  # follow the live stream from now on
+        return ConsumerGroup(self)
+
+    def producer(self, rate: float = 200.0, count: int | None = None, lane: str = "lane0") -> str:
+        if self.run is None:
+            raise UsageError("call consumer_group() before producer(): the producer writes to the group's topic")
+        name = f"producer-{len(self.run.producer_specs)}"
+        self.run.start_producer(name, ProducerSpec(rate=rate, count=count, lane=lane))
+        return name
+
+    def finish(self) -> Verdict | None:
+        """Heal, quiesce, final read, merge, judge (idempotent). None when no group was started."""
+        if self.run is None or self.verdict is not None:
+            return self.verdict
+        try:
+            self.chaos.close()
+            self.run.phase(RunPhase.HEAL)
+            self.cluster.heal()
+            self.run.quiesce()
+            self.run.final_read()
+        finally:
+            self.run.close()
+        self.history = read_history(self.run_dir / "history.jsonl")
+        self.verdict = judge_run(self.run_dir, self.checkers, self.bounds)
+        return self.verdict
+
+    def abort(self) -> None:
+        """Stop everything without judging (the test itself failed)."""
+        if self.run is not None and self.verdict is None:
+            try:
+                self.chaos.close()
+            finally:
+                self.run.close()
+                self.cluster.heal()
+
+
+def explain(verdict: Verdict, run_dir: Path) -> str:
+    """The failure text of a failed verdict: what failed and the evidence seqs, per checker."""
+    lines = [f"kafka-chaos: invariant violated (verdict {verdict.valid.value}); run directory {run_dir}"]
+    for r in verdict.results:
+        if r.valid.value == "true":
+            continue
+        lines.append(f"[{r.checker.value}] {r.summary}")
+        for f in r.violations[:5]:
+            lines.append(f"    - {f.description}  (evidence seq {', '.join(map(str, f.evidence[:8]))})")
+    lines.append(f"re-judge with: chaos check {run_dir}")
+    return "\n".join(lines)
+
+

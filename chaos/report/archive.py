@@ -1,0 +1,159 @@
+"""Finding run directories in a results archive, and their small per-run files.
+
+Two layouts are understood (and may be mixed in one archive):
+
+- ``RESULTS/<experiment>/run-<k>-seed-<s>/`` (``chaos run``): the night is the
+  UTC date of the run's first event;
+- ``RESULTS/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` (nightly mode): the
+  night is the date directory.
+
+A run directory is any directory holding ``history.jsonl``. Its header line,
+``checks.json`` (the per-run checkers' verdict), ``outcome.json`` and
+``faults.json`` are small and read here with Python; the events themselves are
+parsed by Spark (:mod:`chaos.report.tables`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from chaos.checkers.judge import CHECKS_FILE
+from chaos.errors import UsageError
+from chaos.history import HISTORY_FILE, SchemaError, header_from_dict
+
+OUTCOME_FILE = "outcome.json"
+FAULTS_FILE = "faults.json"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunDir:
+    """One run directory: where it is and what the layout says about it.
+
+    ``run`` (``<date>/<experiment>/<run dir name>``) is the key every table joins on:
+    header run ids are not unique across an archive (simulated runs reuse them).
+    """
+
+    path: Path
+    date: str
+    experiment: str
+    name: str
+    date_from_layout: bool
+
+    @property
+    def run(self) -> str:
+        return f"{self.date}/{self.experiment}/{self.name}"
+
+    @property
+    def history(self) -> Path:
+        return self.path / HISTORY_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class RunFiles:
+    """The small files of one run, parsed."""
+
+    run_dir: RunDir
+    header: Mapping[str, Any]
+    first_ts: float | None
+    checks: Mapping[str, Any] | None
+    outcome: Mapping[str, Any] | None
+    faults: tuple[Mapping[str, Any], ...]
+
+
+def _history_dirs(results: Path) -> Iterator[Path]:
+    for path in sorted(results.rglob(HISTORY_FILE)):
+        if path.is_file() and path.parent.name != "events":
+            yield path.parent
+
+
+def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None]:
+    """The header object and the first event's ``ts`` (None for a history without events)."""
+    with history.open("rb") as f:
+        first = f.readline()
+        second = f.readline()
+    where = f"{history}:1"
+    if not first.strip():
+        raise UsageError(f"{where}: empty history; remove the run directory or re-run `chaos check` on it")
+    try:
+        header = orjson.loads(first)
+        header_from_dict(header)
+    except (orjson.JSONDecodeError, SchemaError) as exc:
+        raise UsageError(f"{where}: not a history header ({exc}); is this a kafka-chaos history.jsonl?") from None
+    ts = None
+    if second.strip():
+        try:
+            ts = float(orjson.loads(second)["ts"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            ts = None  # judged later by Spark, which names the line
+    return header, ts
+
+
+def _night(ts: float | None) -> str:
+    if ts is None:
+        return "unknown"
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).date().isoformat()
+
+
+def _experiment_name(header: Mapping[str, Any], fallback: str) -> str:
+    exp = header.get("experiment") or {}
+    for key in ("name", "fixture"):
+        v = exp.get(key) if isinstance(exp, dict) else None
+        if isinstance(v, str) and v:
+            return v
+    return fallback
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg}); re-run `chaos check {path.parent}` "
+                         "or delete the file") from None
+
+
+def discover(results: Path) -> list[RunFiles]:
+    """Every run directory under ``results`` with its small files; bad input raises ``UsageError``."""
+    if not results.exists():
+        raise UsageError(f"{results}: no such results directory")
+    if not results.is_dir():
+        raise UsageError(f"{results}: not a directory; give the directory that holds the run directories")
+    out: list[RunFiles] = []
+    for path in _history_dirs(results):
+        rel = path.relative_to(results).parts
+        header, first_ts = _read_head(path / HISTORY_FILE)
+        date = next((p for p in rel[:-1] if _DATE.fullmatch(p)), None)
+        from_layout = date is not None
+        if date is None:
+            date = _night(first_ts)
+        if len(rel) >= 2 and not _DATE.fullmatch(rel[-2]):
+            experiment = rel[-2]
+        else:
+            experiment = _experiment_name(header, results.name if not rel else "unnamed")
+        name = rel[-1] if rel else path.name
+        run_dir = RunDir(path, date, experiment, name, from_layout)
+        checks = _load_json(path / CHECKS_FILE)
+        outcome = _load_json(path / OUTCOME_FILE)
+        faults = _load_json(path / FAULTS_FILE) or []
+        if not isinstance(faults, list):
+            raise UsageError(f"{path / FAULTS_FILE}: expected a list of fault records")
+        out.append(RunFiles(run_dir, header, first_ts, checks, outcome, tuple(faults)))
+    if not out:
+        raise UsageError(f"{results}: no runs found (no */history.jsonl below it); point at a results directory "
+                         "written by `chaos run`, or run `chaos check RUN_DIR` on runs that only have events/")
+    keys = {}
+    for rf in out:
+        prev = keys.setdefault(rf.run_dir.run, rf.run_dir.path)
+        if prev != rf.run_dir.path:
+            raise UsageError(f"{prev} and {rf.run_dir.path} map to the same run key {rf.run_dir.run}; "
+                             "give each run of a night and experiment its own directory name")
+    return out

@@ -1,0 +1,103 @@
+"""Nothing outlives a docker run: containers on exit, exception and a SIGKILLed driver; our dockerd itself."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import docker
+import psutil
+import pytest
+
+from chaos.cluster.container import LABEL_SESSION, reap_containers
+from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
+from chaos.cluster.docker import DockerCluster
+from chaos.cluster.topology import ClusterSpec
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_CHAOS_STATE", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def _ours(client, session=None):
+    label = LABEL_SESSION if session is None else f"{LABEL_SESSION}={session}"
+    return client.containers.list(all=True, filters={"label": label})
+
+
+def test_an_exception_inside_the_context_removes_every_container(state, docker_host):
+    client = docker.DockerClient(base_url=docker_host)
+    with pytest.raises(RuntimeError):
+        with DockerCluster(ClusterSpec.build(brokers=1, zookeepers=1, lanes=1), docker_host=docker_host) as c:
+            session, workdir = c.session.id, c.workdir
+            assert len(_ours(client, session)) == 3
+            raise RuntimeError("boom")
+    assert _ours(client, session) == [] and not workdir.exists()
+
+
+DRIVER = textwrap.dedent("""
+    import json, sys, threading, time
+    from chaos.cluster.docker import DockerCluster
+    from chaos.cluster.topology import ClusterSpec
+    c = DockerCluster(ClusterSpec.build(brokers=1, lanes=1), docker_host=sys.argv[1])
+    t = threading.Thread(target=c.start); t.start(); t.join()
+    print(json.dumps({"session": c.session.id, "pid": c.process("broker-1").pid}), flush=True)
+    time.sleep(300)
+""")
+
+
+def test_containers_of_a_sigkilled_driver_are_removed_by_the_next_start(state, docker_host):
+    client = docker.DockerClient(base_url=docker_host)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, docker_host], stdout=subprocess.PIPE, text=True)
+    try:
+        info = json.loads(driver.stdout.readline())
+    finally:
+        driver.kill()
+        driver.wait()
+    # no reaper container here: the JVMs outlive the driver until someone reaps
+    assert len(_ours(client, info["session"])) == 3 and psutil.pid_exists(info["pid"])
+    removed = reap_containers(client)   # what every DockerCluster.start() does first
+    assert len([n for n in removed if n.startswith(info["session"])]) == 3
+    assert _ours(client, info["session"]) == []
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(info["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not psutil.pid_exists(info["pid"])
+
+
+ENGINE_DRIVER = textwrap.dedent("""
+    import json, time
+    from chaos.cluster.container_engine import DockerEngine
+    e = DockerEngine().start()
+    print(json.dumps({"pid": e.record().pid}), flush=True)
+    time.sleep(300)
+""")
+
+
+def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped(docker_engine):
+    if not docker_engine.started_here:
+        pytest.skip("the engine was started outside this session (docker-engine.sh start/run): not ours to stop")
+    first = docker_engine.record().pid
+    docker_engine.stop()
+    assert not psutil.pid_exists(first) and not docker_engine.socket.exists() and docker_engine.record() is None
+    driver = subprocess.Popen([sys.executable, "-c", ENGINE_DRIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        orphan = json.loads(driver.stdout.readline())["pid"]
+    finally:
+        driver.kill()
+        driver.wait()
+    assert psutil.pid_exists(orphan)  # dockerd has no parent-death signal (see container_engine's doc)
+    docker_engine.start()             # reaps the orphan: SIGTERM, dockerd stops its containers and exits
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+    assert docker_engine.started_here and docker_engine.record().pid != orphan and docker_engine.ping()
+    assert _ours(docker.DockerClient(base_url=docker_engine.docker_host)) == []
+
+
+def test_an_engine_that_cannot_start_says_why_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dockerd on PATH
+    with pytest.raises(EngineUnavailable) as exc:
+        DockerEngine(directory=tmp_path / "engine").start()
+    msg = str(exc.value)
+    assert "\n" not in msg and "dockerd is not installed" in msg and "docker-engine.sh install" in msg
