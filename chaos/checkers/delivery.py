@@ -171,4 +171,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     return log.result(NAME, f"all {produced_total} acknowledged record(s) were processed; no commit ran ahead of "
                       f"processing ({duplicates} duplicate deliveries)",
                       f"{lost} acknowledged record(s) lost, {log.violation_count - lost} commit(s) ahead of processing",
-                      metrics)
+                      metrics,
+                      # nothing acknowledged and nothing committed: the run cannot show at-least-once either way
+                      unknown=("no record was acknowledged and no commit was made: delivery cannot be judged"
+                               if produced_total == 0 and commits_checked == 0 else None))

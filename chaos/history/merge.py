@@ -23,6 +23,8 @@ HISTORY_FILE = "history.jsonl"
 
 def _read_source(path: Path, notes: list[str]) -> list[dict]:
     data = path.read_bytes()
+    if not data:
+        return []  # a source that wrote nothing yet
     lines = data.split(b"\n")
     torn = not data.endswith(b"\n")
     if not torn:

@@ -211,9 +211,13 @@ class WorkloadRun:
     def quiesce(self) -> bool:
         """Stop producers, then wait until committed offsets reach every high watermark."""
         self.phase(RunPhase.QUIESCE)
-        for proc in self.producers.values():
-            proc.terminate(grace=40)
         deadline = time.monotonic() + self.spec.drain_timeout_s
+        # producers with a record count finish on their own (bounded); the others are stopped now
+        for name, proc in self.producers.items():
+            if self.producer_specs[name].count is not None:
+                while proc.alive() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            proc.terminate(grace=40)
         while time.monotonic() < deadline:
             try:
                 high = self._high_watermarks()
