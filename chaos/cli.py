@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -191,28 +192,46 @@ def plan(experiment: str, seed: int) -> None:
 
 
 @main.command()
-@click.argument("experiments", nargs=-1, required=True)
+@click.argument("experiments", nargs=-1)
 @click.option("--runs", default=None, type=click.IntRange(1, 10000), help="runs per experiment (default: its `runs`)")
 @click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")
-@click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path))
+@click.option("--out", default=None, type=click.Path(path_type=Path),
+              help="where run directories go (default runs/, or results/ with --nightly)")
 @click.option("--kafka-version", default=None, help="override the experiments' Kafka version")
+@click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
+                                              "until --budget is spent; archive under OUT/<date>/")
+@click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h)")
 @click.option("--json", "as_json", is_flag=True, help="print outcomes as JSON")
-def run(experiments, runs, seed, out, kafka_version, as_json) -> None:
+def run(experiments, runs, seed, out, kafka_version, nightly, budget, as_json) -> None:
     """Run experiments against real clusters; exit 0 valid, 1 invariant failed, 2 bad input/infrastructure, 3 unknown."""
     from rich.console import Console
 
-    from chaos.experiment import load_experiment
-    from chaos.runner import exit_code, run_experiments
+    from chaos.experiment import catalogue, load_experiment
+    from chaos.runner import exit_code, parse_budget, run_experiments, run_nightly
 
-    exps = [load_experiment(e) for e in experiments]
+    if not experiments and not nightly:
+        raise UsageError("name at least one experiment (see `chaos list`), or use --nightly for the whole catalogue")
+    if experiments:
+        exps = [load_experiment(e) for e in experiments]
+    else:
+        entries = catalogue("experiments")
+        bad = [f"{p}: {e}" for p, e in entries if isinstance(e, UsageError)]
+        if bad:
+            raise UsageError(f"invalid catalogue entry: {bad[0]}")
+        exps = [e for _, e in entries]
+        if not exps:
+            raise UsageError("no experiments in experiments/: run from the project directory or name the files")
     if kafka_version:
         exps = [e.with_overrides(**{"cluster.kafka_version": kafka_version}) for e in exps]
-    total = sum(runs or e.runs for e in exps)
+    budget_s = parse_budget(budget) if nightly else 0.0
+    total = "?" if nightly else sum(runs or e.runs for e in exps)
     console = Console(stderr=True)
     done = {"n": 0}
+    t_start = time.monotonic()
 
     def started(exp, k, s):
-        console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s} ...")
+        left = f", {max(0, budget_s - (time.monotonic() - t_start)) / 60:.0f} min of budget left" if nightly else ""
+        console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s}{left} ...")
 
     def finished(oc):
         done["n"] += 1
@@ -222,7 +241,12 @@ def run(experiments, runs, seed, out, kafka_version, as_json) -> None:
             click.echo(f"{mark:5s} {oc.experiment} run {oc.index} seed {oc.seed} verdict {oc.valid} "
                        f"{oc.wall_s:.1f}s {extra}  -> {oc.run_dir}")
 
-    outcomes = run_experiments(exps, out, runs=runs, seed=seed, on_run=finished, on_start=started)
+    if nightly:
+        outcomes = run_nightly(exps, out or Path("results"), budget_s, seed=seed, on_run=finished, on_start=started)
+        console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
+                    f"archived under {out or Path('results')}")
+    else:
+        outcomes = run_experiments(exps, out or Path("runs"), runs=runs, seed=seed, on_run=finished, on_start=started)
     if as_json:
         from dataclasses import asdict
         click.echo(json.dumps([asdict(o) for o in outcomes], indent=1))

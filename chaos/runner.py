@@ -192,6 +192,75 @@ def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | Non
     return outcomes
 
 
+def parse_budget(text: str) -> float:
+    """'90m', '2h', '45s' or plain seconds -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    try:
+        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise UsageError(f"--budget {text!r}: write a duration such as 60m, 2h or 900s") from None
+
+
+def estimate_s(exp: Experiment) -> float:
+    """A run's expected wall time: its configured phases plus measured overhead (bench/experiments.py)."""
+    return 1.5 * (exp.phases.warmup_s + exp.phases.chaos_s + exp.phases.heal_s) + 10.0
+
+
+def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *, seed: int | None = None,
+                on_run: Callable[[RunOutcome], None] | None = None,
+                on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
+    """Run the catalogue in rounds, with fresh seeds, until the budget is spent.
+
+    Runs are archived under ``results/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` — the results
+    directory accumulates across nights (``chaos report`` reads it) — and a summary is written to
+    ``results/<YYYY-MM-DD>/nightly-<HHMMSS>.json``. A run that would not fit in what is left of the
+    budget (by :func:`estimate_s`) is not started.
+    """
+    night = time.strftime("%Y-%m-%d")
+    base = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+    rng = random.Random(base)
+    out = results / night
+    deadline = time.monotonic() + budget_s
+    outcomes: list[RunOutcome] = []
+    k = 0
+    with ClusterPool() as pool:
+        while True:
+            order = sorted(experiments, key=lambda e: (e.cluster.model_dump_json(), rng.random()))
+            started_any = False
+            for exp in order:
+                if time.monotonic() + estimate_s(exp) > deadline:
+                    continue
+                s = rng.randrange(1, 2**31)
+                run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
+                while run_dir.exists():
+                    k += 1
+                    run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
+                if on_start:
+                    on_start(exp, k, s)
+                started_any = True
+                try:
+                    cluster = pool.get(exp.cluster)
+                except UsageError as exc:
+                    oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False, error=str(exc))
+                    pool.discard()
+                else:
+                    oc = judge_once(cluster, exp, s, run_dir, k)
+                    if oc.valid == "error":
+                        pool.discard()
+                outcomes.append(oc)
+                k += 1
+                if on_run:
+                    on_run(oc)
+            if not started_any:
+                break
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"nightly-{time.strftime('%H%M%S')}.json").write_text(json.dumps({
+        "night": night, "base_seed": base, "budget_s": budget_s, "runs": len(outcomes),
+        "expected": sum(o.expected for o in outcomes), "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+    return outcomes
+
+
 def exit_code(outcomes: list[RunOutcome]) -> int:
     codes = {o.exit_code for o in outcomes}
     for code in (EXIT_BAD, EXIT_FALSE, EXIT_UNKNOWN):

@@ -51,7 +51,7 @@ from chaos.cluster.backend import Capability
 from chaos.cluster.container import (
     LABEL_NODE, LABEL_OWNER, LABEL_SESSION, ContainerProcess, owner_label, reap_containers, remove_session_containers,
 )
-from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
+from chaos.cluster.container_engine import DockerEngine, EngineUnavailable, in_netns
 from chaos.cluster.images import JAVA, KAFKA_LIBS, TOXIPROXY_BIN, Images, ensure_images
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
@@ -98,6 +98,11 @@ class DockerCluster(LocalCluster):
 
     def start(self) -> "DockerCluster":
         """Reap containers of dead drivers, build missing images, then start as the local backend does."""
+        rec = DockerEngine().record()
+        if rec is not None and rec.docker_host == self.docker_host and rec.netns and not in_netns(rec.netns):
+            raise UsageError(f"the docker engine at {self.docker_host} runs in network namespace {rec.netns}: "
+                             f"run this inside it (`nsenter --net=/run/netns/{rec.netns} ...` or "
+                             f"`scripts/docker-engine.sh run --netns {rec.netns} -- ...`)")
         reap_containers(self.client)
         if self.images is None:
             self.images = ensure_images(self.client, self.kafka, self.toxiproxy_bin)

@@ -4,12 +4,14 @@ The per-run checkers (``checks.json``) are the authority; this is an
 independent second implementation over the ``events`` table, so a checker bug
 (or a stale ``checks.json``) shows up as a *disagreement* in the report.
 
-- ``ownership-generation`` (DESIGN.md §5.1, eager rule): within one run, group
-  and generation, no partition appears in the non-incremental ``assigned``
-  events of two members (sources). Compared with the checker's "owned by both"
-  findings. Runs with a cooperative (KIP-429) member are not compared: there the
-  checker also judges un-revoked holdings across generations, which this rule
-  does not model.
+- ``ownership-generation`` (DESIGN.md §5.1, eager protocol): within one run,
+  group and generation, no partition appears in the ``assigned`` events of two
+  members (sources), unless the first member stopped or restarted in between,
+  or was replaced by a member started with its ``group.instance.id``
+  (KIP-345), as the checker drops such claims. Compared with the checker's
+  "owned by both" findings. Runs with a cooperative (KIP-429) member are not
+  compared: there the checker also judges un-revoked holdings across
+  generations, which this rule does not model.
 - ``delivery`` (§5.4, at-least-once part): every ``send_ok`` (topic, partition,
   offset) appears in some ``consumed`` event (any member, any group) or in a
   ``final_read``. Compared exactly with the checker's ``lost`` metric.
@@ -28,13 +30,37 @@ from typing import Any
 INVARIANTS = ("ownership-generation", "delivery", "generations")
 
 _SQL_OWNERSHIP = """
-SELECT run, group_id, generation, p.topic AS topic, p.partition AS partition,
-       count(DISTINCT source) AS members, min(seq) AS first_seq, max(seq) AS last_seq,
-       concat_ws(',', sort_array(collect_set(source))) AS sources
-FROM (SELECT run, group_id, generation, source, seq, explode(partitions) AS p
-      FROM events WHERE kind = 'assigned' AND NOT coalesce(incremental, false) AND generation IS NOT NULL)
-GROUP BY run, group_id, generation, p.topic, p.partition
-HAVING count(DISTINCT source) > 1
+WITH claims AS (
+  SELECT run, group_id, generation, source, seq, p.topic AS topic, p.partition AS partition
+  FROM (SELECT run, group_id, generation, source, seq, explode(partitions) AS p
+        FROM events WHERE kind = 'assigned' AND generation IS NOT NULL)),
+starts AS (
+  SELECT run, source, seq, instance_id FROM events WHERE kind = 'member_start'),
+ends AS (  -- a member's claims end when it stops or starts again
+  SELECT run, source, seq FROM events WHERE kind IN ('member_start', 'member_stop')),
+claim_instance AS (  -- group.instance.id of the claiming member at the time of the claim
+  SELECT c.run, c.source, c.seq, max_by(s.instance_id, s.seq) AS instance_id
+  FROM (SELECT DISTINCT run, source, seq FROM claims) c
+  JOIN starts s ON s.run = c.run AND s.source = c.source AND s.seq < c.seq
+  GROUP BY c.run, c.source, c.seq),
+pairs AS (
+  SELECT a.run, a.group_id, a.generation, a.topic, a.partition, a.source AS a_source, a.seq AS a_seq,
+         b.source AS b_source, b.seq AS b_seq, ci.instance_id AS a_instance
+  FROM claims a JOIN claims b
+    ON a.run = b.run AND a.group_id = b.group_id AND a.generation = b.generation AND a.topic = b.topic
+   AND a.partition = b.partition AND a.source <> b.source AND a.seq < b.seq
+  LEFT JOIN claim_instance ci ON ci.run = a.run AND ci.source = a.source AND ci.seq = a.seq),
+live_pairs AS (
+  SELECT * FROM pairs p
+  WHERE NOT EXISTS (SELECT 1 FROM ends e WHERE e.run = p.run AND e.source = p.a_source
+                    AND e.seq > p.a_seq AND e.seq < p.b_seq)
+    -- KIP-345: a member started with the claimer's group.instance.id replaces it
+    AND NOT EXISTS (SELECT 1 FROM starts s WHERE s.run = p.run AND p.a_instance IS NOT NULL
+                    AND s.instance_id = p.a_instance AND s.source <> p.a_source
+                    AND s.seq > p.a_seq AND s.seq < p.b_seq))
+SELECT run, group_id, generation, topic, partition, count(*) AS members, min(a_seq) AS first_seq,
+       max(b_seq) AS last_seq, concat_ws(',', sort_array(collect_set(a_source) || collect_set(b_source))) AS sources
+FROM live_pairs GROUP BY run, group_id, generation, topic, partition
 """
 
 _SQL_LOST = """

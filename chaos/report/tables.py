@@ -227,6 +227,7 @@ def parse_events(spark, runs: Sequence[RunFiles]):
                   F.col("e.trigger").alias("trigger"), F.col("e.stage").alias("stage"), F.col("e.ok").alias("ok"),
                   F.col("e.name").alias("phase"), F.col("e.protocol").alias("protocol"),
                   F.col("e.assignor").alias("assignor"), F.col("e.client").alias("client"),
+                  F.col("e.instance_id").alias("instance_id"),
                   F.expr("transform(e.records, x -> named_struct('partition', cast(x[0] as int), 'offset', x[1]))")
                   .alias("final_records"),
                   "json"))
@@ -341,7 +342,8 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
     ev_faults = fs.join(fe, ["run", "fault_id"], "full")
     ttr = (ev_faults.where(F.col("end_ns").isNotNull()).join(stable, "run")
            .where(F.col("stable_ns") >= F.col("end_ns"))
-           .groupBy("run", "fault_id").agg(((F.min("stable_ns") - F.first("end_ns")) / F.lit(1e9)).alias("ttr_s")))
+           .groupBy("run", "fault_id", "end_ns").agg(((F.min("stable_ns") - F.col("end_ns")) / F.lit(1e9)).alias("ttr_s"))
+           .drop("end_ns"))
     ff_rows = _fault_file_rows(runs)
     ff = spark.createDataFrame(ff_rows, FAULT_FILE_SCHEMA)
     faults = (ev_faults.join(ttr, ["run", "fault_id"], "left").join(ff, ["run", "fault_id"], "full")
