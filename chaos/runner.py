@@ -165,6 +165,20 @@ def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path,
     return oc
 
 
+def pooled_run(pool: ClusterPool, exp: Experiment, seed: int, run_dir: Path, index: int) -> RunOutcome:
+    """One judged run on a cluster from ``pool``; a run that failed on infrastructure discards the pool's
+    clusters (it may have broken them)."""
+    try:
+        cluster = pool.get(exp.cluster)
+    except UsageError as exc:
+        pool.discard()
+        return RunOutcome(exp.name, index, seed, str(run_dir), "error", False, error=str(exc))
+    oc = judge_once(cluster, exp, seed, run_dir, index)
+    if oc.valid == "error":
+        pool.discard()
+    return oc
+
+
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
                     on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
@@ -177,15 +191,7 @@ def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | Non
                 run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
                 if on_start:
                     on_start(exp, k, s)
-                try:
-                    cluster = pool.get(exp.cluster)
-                except UsageError as exc:
-                    oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False, error=str(exc))
-                    pool.discard()
-                else:
-                    oc = judge_once(cluster, exp, s, run_dir, k)
-                    if oc.valid == "error":
-                        pool.discard()  # a run that failed on infrastructure may have broken the cluster
+                oc = pooled_run(pool, exp, s, run_dir, k)
                 outcomes.append(oc)
                 if on_run:
                     on_run(oc)
@@ -239,15 +245,7 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
                 if on_start:
                     on_start(exp, k, s)
                 started_any = True
-                try:
-                    cluster = pool.get(exp.cluster)
-                except UsageError as exc:
-                    oc = RunOutcome(exp.name, k, s, str(run_dir), "error", False, error=str(exc))
-                    pool.discard()
-                else:
-                    oc = judge_once(cluster, exp, s, run_dir, k)
-                    if oc.valid == "error":
-                        pool.discard()
+                oc = pooled_run(pool, exp, s, run_dir, k)
                 outcomes.append(oc)
                 k += 1
                 if on_run:
