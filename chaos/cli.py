@@ -144,10 +144,11 @@ def cluster_down() -> None:
 @click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
 @click.option("--records", default=3000, show_default=True, type=int)
 def demo(out: Path, records: int) -> None:
-    """Start a cluster, move traffic through the proxies, kill a leader, show it move, tear down."""
-    from chaos.demo import run_demo
+    """Break and heal a real cluster, then run the headline experiment and show its verdict."""
+    from chaos.demo import run_demo, run_headline
 
     run_demo(out, say=click.echo, records=records)
+    sys.exit(run_headline(out, say=click.echo))
 
 
 @main.command("list")

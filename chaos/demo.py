@@ -1,10 +1,14 @@
-"""``make demo``: a real cluster broken and healed in front of you.
+"""``make demo``: a real cluster broken and healed in front of you, then the headline experiment.
 
-Starts ZooKeeper + 3 brokers + Toxiproxy, produces and consumes a few thousand
-records through the proxies, proves the proxies carry the traffic (a link cut
-stops a broker's clients), kills the leader of a partition and shows
-leadership moving, restarts it, and tears everything down. Writes a summary to
-``OUT/demo.json`` and keeps the node logs in ``OUT/logs``.
+Part 1 starts ZooKeeper + 3 brokers + Toxiproxy, produces and consumes a few
+thousand records through the proxies, proves the proxies carry the traffic (a
+link cut stops a broker's clients), kills the leader of a partition and shows
+leadership moving, restarts it, and tears everything down (summary in
+``OUT/demo.json``, node logs in ``OUT/logs``).
+
+Part 2 runs the headline experiment — the group coordinator SIGKILLed the
+moment a rebalance completes its join — and prints the checkers' verdict and
+the run directory (``OUT/runs/...``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,37 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0
     finally:
         c.close()
     return seen
+
+
+HEADLINE = "coordinator-kill-completing-eager"
+
+
+def run_headline(out: Path, say: Say = print, seed: int = 1) -> int:
+    """Run the headline experiment once; print its verdict; return the run's exit code."""
+
+    from chaos.checkers.command import render
+    from chaos.experiment import load_experiment
+    from chaos.runner import run_experiments
+
+    path = Path("experiments") / f"{HEADLINE}.yaml"
+    exp = load_experiment(path)
+    say(f"\nrunning experiment {exp.name}: {exp.description.splitlines()[0]}")
+    [oc] = run_experiments([exp], out / "runs", runs=1, seed=seed)
+    run_dir = Path(oc.run_dir)
+    if oc.error:
+        say(f"run failed on infrastructure: {oc.error}")
+        return oc.exit_code
+    kill = next((f for f in oc.faults if f["type"] == "kill"), None)
+    if kill and kill.get("fired"):
+        say(f"killed {kill['nodes'][0]} {kill['trigger_to_effect_ms']} ms after the coordinator logged: "
+            f"{(kill.get('trigger_signal') or '')[-120:]}")
+        say(f"landed in {kill['intended_state']}: {kill['landed']} ({kill['landing_evidence']})")
+    from chaos.checkers.judge import load_run
+    from chaos.checkers.registry import run_checkers
+    history = load_run(run_dir)
+    say(render(run_dir, history, run_checkers(history, exp.checkers.names())))
+    say(f"run directory: {run_dir} (history.jsonl, checks.json, faults.json, logs/); re-judge: chaos check {run_dir}")
+    return oc.exit_code
 
 
 def run_demo(out: Path, say: Say = print, records: int = 3000) -> dict:
