@@ -1,10 +1,14 @@
 """Nothing outlives a docker run: containers on exit, exception and a SIGKILLed driver; our dockerd itself."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import docker
 import psutil
@@ -68,31 +72,49 @@ def test_containers_of_a_sigkilled_driver_are_removed_by_the_next_start(state, d
 
 
 ENGINE_DRIVER = textwrap.dedent("""
-    import json, time
+    import json, sys, time
+    from pathlib import Path
     from chaos.cluster.container_engine import DockerEngine
-    e = DockerEngine().start()
+    e = DockerEngine(Path(sys.argv[1]), netns=sys.argv[2]).start()
     print(json.dumps({"pid": e.record().pid}), flush=True)
     time.sleep(300)
 """)
 
 
-def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped(docker_engine):
-    if not docker_engine.started_here:
-        pytest.skip("the engine was started outside this session (docker-engine.sh start/run): not ours to stop")
-    first = docker_engine.record().pid
-    docker_engine.stop()
-    assert not psutil.pid_exists(first) and not docker_engine.socket.exists() and docker_engine.record() is None
-    driver = subprocess.Popen([sys.executable, "-c", ENGINE_DRIVER], stdout=subprocess.PIPE, text=True)
+@pytest.fixture
+def spare_engine_dirs(monkeypatch):
+    """A second, independent engine: own socket/exec root (short path: unix sockets) and own data root."""
+    d = Path(tempfile.mkdtemp(prefix="kc-e-", dir="/tmp"))
+    monkeypatch.setenv("KAFKA_CHAOS_CACHE", str(d / "cache"))
+    yield d / "engine"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped_with_its_namespace(docker_engine, spare_engine_dirs):
+    netns = f"kc-t-{os.getpid()}"
+    engine = DockerEngine(spare_engine_dirs).start()
+    first = engine.record().pid
+    engine.stop()
+    assert not psutil.pid_exists(first) and not engine.socket.exists() and engine.record() is None
+    env = dict(os.environ)
+    driver = subprocess.Popen([sys.executable, "-c", ENGINE_DRIVER, str(spare_engine_dirs), netns],
+                              stdout=subprocess.PIPE, text=True, env=env)
     try:
         orphan = json.loads(driver.stdout.readline())["pid"]
     finally:
         driver.kill()
         driver.wait()
     assert psutil.pid_exists(orphan)  # dockerd has no parent-death signal (see container_engine's doc)
-    docker_engine.start()             # reaps the orphan: SIGTERM, dockerd stops its containers and exits
-    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
-    assert docker_engine.started_here and docker_engine.record().pid != orphan and docker_engine.ping()
-    assert _ours(docker.DockerClient(base_url=docker_engine.docker_host)) == []
+    assert os.path.exists(f"/run/netns/{netns}") and os.readlink(f"/proc/{orphan}/ns/net") != os.readlink("/proc/self/ns/net")
+    engine = DockerEngine(spare_engine_dirs)
+    engine.start()  # reaps the orphan (SIGTERM: it stops its containers) and deletes its namespace
+    try:
+        gone = not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+        assert gone and not os.path.exists(f"/run/netns/{netns}")
+        assert engine.started_here and engine.record().pid != orphan and engine.ping()
+    finally:
+        engine.stop()
+    assert engine.record() is None and not engine.socket.exists()
 
 
 def test_an_engine_that_cannot_start_says_why_in_one_line(monkeypatch, tmp_path):
