@@ -43,6 +43,7 @@ class FaultType(StrEnum):
     BANDWIDTH = "bandwidth"           # rate_kb (toxic removed)
     SLICER = "slicer"                 # packets sliced (toxic removed)
     LIMIT_DATA = "limit_data"         # connection closed after bytes (toxic removed)
+    PARTITION = "partition"           # broker<->broker traffic cut pair-wise at the network level (rules removed)
     ADD_PARTITIONS = "add_partitions"  # topic grows to partitions (permanent: not undoable in Kafka)
     ROLLING_RESTART = "rolling_restart"  # every broker (or member) restarted in turn
 
@@ -155,6 +156,9 @@ class FaultSpec(_Strict):
     params: dict[str, float] = Field(default_factory=dict)
     #: add_partitions: the new total
     partitions: Annotated[int, Field(ge=1)] | None = None
+    #: partition: the broker cut from the target — a node (broker-2) or a role (controller,
+    #: coordinator, leader, random_broker); default: every other broker
+    peer: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "FaultSpec":
@@ -171,6 +175,16 @@ class FaultSpec(_Strict):
             raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
         if t in LINK_FAULTS and r in (Role.TOPIC, Role.ALL_BROKERS, Role.ALL_MEMBERS, Role.ZOOKEEPER_QUORUM):
             raise ValueError(f"link faults need one node or member as target, not {r.value}")
+        broker_roles = {Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE}
+        if t is FaultType.PARTITION:
+            if r not in broker_roles or (r is Role.NODE and not str(self.node).startswith("broker-")):
+                raise ValueError("partition cuts brokers from brokers: target coordinator, controller, leader, "
+                                 "random_broker or a node broker-N")
+            if self.peer is not None and not (self.peer.startswith("broker-") or self.peer in
+                                              {"coordinator", "controller", "leader", "random_broker"}):
+                raise ValueError(f"peer {self.peer!r}: a broker (broker-N) or coordinator, controller, leader, random_broker")
+        elif self.peer is not None:
+            raise ValueError("peer applies to type partition only")
         need = {FaultType.LATENCY: "latency_ms", FaultType.BANDWIDTH: "rate_kb", FaultType.LIMIT_DATA: "bytes"}
         if t in need and need[t] not in self.params:
             raise ValueError(f"{t.value} needs params.{need[t]}")

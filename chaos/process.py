@@ -159,8 +159,12 @@ class Session:
         self.detached = detached
 
     def spawn(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> ManagedProcess:
-        """Start ``argv`` with stdout+stderr to ``log_path`` and record it before returning."""
+              env: dict[str, str] | None = None, gid: int | None = None) -> ManagedProcess:
+        """Start ``argv`` with stdout+stderr to ``log_path`` and record it before returning.
+
+        ``gid`` runs the process with that group id (root only): iptables' owner
+        match then tells its packets apart (pair-wise partitions).
+        """
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("ab")
         in_main = threading.current_thread() is threading.main_thread()
@@ -174,6 +178,7 @@ class Session:
                 # PDEATHSIG follows the *thread* that forked; only safe from the
                 # main thread, whose end is the driver's end.
                 preexec_fn=_pdeathsig if (in_main and not self.detached) else None,
+                group=gid,
             )
         finally:
             log.close()
@@ -183,6 +188,15 @@ class Session:
         with self._lock:
             self._children[name] = proc
         return proc
+
+    def on_reap(self, argv: Sequence[str]) -> None:
+        """Record a command that undoes a side effect of this session (e.g. an iptables chain);
+        it runs when the session is closed or reaped."""
+        path = self.dir / "cleanup.json"
+        cmds = json.loads(path.read_text()) if path.exists() else []
+        if list(argv) not in cmds:
+            cmds.append(list(argv))
+            path.write_text(json.dumps(cmds))
 
     def forget(self, name: str) -> None:
         with self._lock:
@@ -199,6 +213,7 @@ class Session:
             return
         for proc in self.children():
             proc.kill()
+        _run_cleanup(self.dir)
         if remove_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self._closed = True
@@ -251,8 +266,24 @@ def stop_session_dir(session_dir: Path) -> list[ProcessRecord]:
             killed.append(rec)
     for rec in killed:
         _wait_dead(rec, 10.0)
+    _run_cleanup(session_dir)
     shutil.rmtree(session_dir, ignore_errors=True)
     return killed
+
+
+def _run_cleanup(session_dir: Path) -> None:
+    """Run the session's recorded undo commands (bounded; failures ignored: they may be undone already)."""
+    path = session_dir / "cleanup.json"
+    try:
+        cmds = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    for argv in cmds:
+        try:
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    path.unlink(missing_ok=True)
 
 
 def _wait_dead(rec: ProcessRecord, timeout: float) -> None:

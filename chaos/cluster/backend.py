@@ -23,6 +23,7 @@ class Capability(StrEnum):
     RESTART = "restart"            # start a stopped node again with its data
     LINK_FAULTS = "link_faults"    # Toxiproxy toxics and link down/up
     NODE_LOGS = "node_logs"        # read each node's log file
+    PAIR_PARTITION = "pair_partition"  # cut broker<->broker traffic pair-wise (network level)
 
 
 @runtime_checkable

@@ -20,8 +20,9 @@ the proxies), the same link faults. What changes is how a node runs:
 * each node's directory (config, data, log) is bind-mounted at the *same*
   path, so the generated configuration works unchanged and
   :meth:`log_path` is a host file the observer tails;
-* faults are Docker's own: ``kill`` = ``docker kill`` (any signal; SIGKILL by
-  default), SIGTERM = ``docker stop`` (controlled shutdown, SIGKILL after the
+* faults are Docker's own: ``kill`` = ``docker kill`` semantics (any signal to
+  the container's main process, delivered directly for millisecond timing —
+  see :meth:`chaos.cluster.container.ContainerProcess.signal`), SIGTERM = ``docker stop`` (controlled shutdown, SIGKILL after the
   grace period), ``pause``/``resume`` = ``docker pause``/``unpause`` (cgroup
   freezer: the JVM is frozen, not signalled), ``restart``/``start_node``
   start the same container again on its data; all Toxiproxy faults as in the

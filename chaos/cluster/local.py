@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from chaos.cluster import firewall
 from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.cluster.backend import Capability
 from chaos.cluster.runtime import cache_root, KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
@@ -56,8 +57,14 @@ class LocalCluster:
     ...     cluster.kill(cluster.coordinator_of("g"))
     """
 
-    capabilities = frozenset(Capability)
     backend_name = "local"
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        caps = set(Capability)
+        if firewall.unavailable_reason():
+            caps.discard(Capability.PAIR_PARTITION)
+        return frozenset(caps)
 
     def __init__(self, spec: ClusterSpec | None = None, *, detached: bool = False,
                  kafka: KafkaRuntime | None = None, toxiproxy: ToxiproxyRuntime | None = None):
@@ -95,6 +102,7 @@ class LocalCluster:
         """Start every node and return once the cluster is usable (see module doc)."""
         t0 = time.monotonic()
         self.session = Session("cluster", detached=self.detached)
+        self.firewall = firewall.Firewall(self.session)
         try:
             self.topology = plan(self.spec)
             self._prepare_launches()
@@ -179,7 +187,10 @@ class LocalCluster:
     def _spawn(self, node: str) -> ManagedProcess:
         launch = self._launch[node]
         assert self.session is not None
-        proc = self.session.spawn(node, launch.argv, launch.log_path, cwd=launch.config_path.parent)
+        gid = None
+        if node.startswith("broker-") and firewall.unavailable_reason() is None:
+            gid = firewall.broker_gid(self.session.id, self.topology.broker(node).broker_id)  # type: ignore[union-attr]
+        proc = self.session.spawn(node, launch.argv, launch.log_path, cwd=launch.config_path.parent, gid=gid)
         self._procs[node] = proc
         self._paused.discard(node)
         return proc
@@ -405,12 +416,33 @@ class LocalCluster:
         """Heal every link: enable all proxies, remove all toxics."""
         self._proxy().reset()
 
+    # ------------------------------------------------------------ broker<->broker partitions
+    def _fw_args(self, a: str, b: str) -> tuple[int, int, int, int]:
+        reason = firewall.unavailable_reason()
+        if reason:
+            raise UsageError(f"cannot partition {a} from {b}: {reason}")
+        assert self.topology is not None and self.session is not None
+        ta, tb = self.topology.broker(a), self.topology.broker(b)
+        return (firewall.broker_gid(self.session.id, ta.broker_id), ta.internal,
+                firewall.broker_gid(self.session.id, tb.broker_id), tb.internal)
+
+    def partition(self, a: str, b: str) -> None:
+        """Cut broker ``a`` from broker ``b`` (both directions; clients and ZooKeeper unaffected)."""
+        self.firewall.cut(*self._fw_args(a, b))
+
+    def unpartition(self, a: str, b: str) -> None:
+        self.firewall.mend(*self._fw_args(a, b))
+
+    def partition_rules(self) -> list[str]:
+        return self.firewall.rules()
+
     # ------------------------------------------------------------ healing and status
     def heal(self, timeout: float = 60.0) -> None:
         """Undo every fault: thaw paused nodes, restart dead ones, heal links, wait until usable."""
         for node in list(self._paused):
             self.resume(node)
         self.reset_links()
+        self.firewall.clear()
         dead = [n for n in self._launch if not self.is_running(n)]
         for node in dead:
             self.start_node(node)

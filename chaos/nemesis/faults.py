@@ -203,6 +203,26 @@ class Primitives:
 
         return Active([], heal_toxics, present, gone, links)
 
+    # ------------------------------------------------------------------ broker<->broker
+    def partition(self, node: str, peers: list[str]) -> Active:
+        c = self.cluster
+        for p in peers:
+            c.partition(node, p)
+
+        def mend() -> None:
+            for p in peers:
+                c.unpartition(node, p)
+
+        def listed() -> Evidence:
+            rules = c.partition_rules()
+            return len(rules) >= 2 * len(peers), f"{len(rules)} DROP rules cut {node} from {', '.join(peers)}"
+
+        def gone() -> Evidence:
+            rules = c.partition_rules()
+            return not rules, f"{len(rules)} partition rules left"
+
+        return Active([node], mend, listed, gone)
+
     # ------------------------------------------------------------------ topology
     def add_partitions(self, total: int) -> Active:
         admin = self.run.admin

@@ -177,6 +177,22 @@ class Nemesis:
         t = pf.spec.type
         if t is FaultType.ADD_PARTITIONS:
             return [self.prims.add_partitions(pf.spec.partitions)]
+        if t is FaultType.PARTITION:
+            node = nodes[0]
+            peer = pf.spec.peer
+            if peer is None:
+                peers = [b.node for b in self.cluster.topology.brokers if b.node != node]
+            elif peer.startswith("broker-"):
+                peers = [peer]
+            else:
+                role = PlannedFault(pf.fault_id, pf.index, pf.occurrence,
+                                    pf.spec.model_copy(update={"target": Role(peer), "peer": None,
+                                                               "type": FaultType.KILL}), pf.at_s)
+                peers = self._resolve(role, None)
+            peers = [p for p in peers if p != node]
+            if not peers:  # the peer role resolved to the target itself: cut it from every other broker
+                peers = [b.node for b in self.cluster.topology.brokers if b.node != node]
+            return [self.prims.partition(node, peers)]
         if t is FaultType.ROLLING_RESTART:
             gap = pf.spec.duration_s / max(1, len(nodes))
             return [self.prims.rolling_restart(nodes, gap, self.cancel)]

@@ -49,7 +49,9 @@ def spark_session(master: str | None = None, shuffle_partitions: int = 4):
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.driver.memory", os.environ.get("CHAOS_REPORT_DRIVER_MEMORY", "2g"))
-               .config("spark.sql.sources.partitionOverwriteMode", "static"))
+               .config("spark.sql.sources.partitionOverwriteMode", "static")
+               # keep date=YYYY-MM-DD partitions as strings ("unknown" is a valid night too)
+               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - the JVM failed to start: say what to fix

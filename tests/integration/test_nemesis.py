@@ -161,3 +161,29 @@ def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(ka
         if confirmed:
             break
     assert confirmed >= 1
+
+
+def test_pairwise_partition_shrinks_the_isr_then_heals(kafka_cluster, workload):
+    from chaos.cluster.firewall import unavailable_reason
+    if unavailable_reason():
+        pytest.skip(unavailable_reason())
+    topic = f"part-{uuid.uuid4().hex[:6]}"
+    kafka_cluster.admin.create_topic(topic, 3, 3)
+    retry(lambda: True if all(p["leader"] >= 0 and len(p["isr"]) == 3
+                              for p in kafka_cluster.admin.partitions(topic)) else None,
+          time.monotonic() + 30, "full ISRs")
+    leader = kafka_cluster.leader_of(topic, 0)
+    peer = next(b for b in ("broker-1", "broker-2", "broker-3") if b != leader)
+    pid = int(peer.split("-")[1])
+    active = Primitives(kafka_cluster, workload).partition(leader, [peer])
+    try:
+        # the peer cannot fetch from the leader: after replica.lag.time.max.ms (5 s) it leaves the ISR
+        retry(lambda: True if pid not in kafka_cluster.admin.partitions(topic)[0]["isr"] else None,
+              time.monotonic() + 40, f"{peer} to drop out of the ISR of {topic}-0")
+        # clients still reach both: a produce with acks=all succeeds on the shrunk ISR (min.insync.replicas=2)
+        assert kafka_cluster.produce_probe(topic, lane="lane0", partition=0, timeout=15) is not None
+    finally:
+        active.heal()
+    assert kafka_cluster.partition_rules() == []
+    retry(lambda: True if pid in kafka_cluster.admin.partitions(topic)[0]["isr"] else None,
+          time.monotonic() + 60, f"{peer} back in the ISR")

@@ -1,0 +1,200 @@
+"""The report job: archive -> Parquet tables -> aggregates and re-check -> HTML, CSV and JSON.
+
+``build_report`` is what ``chaos report`` and ``reports/build_report.py``
+(``spark-submit``) run. Outputs under ``REPORT``:
+
+- ``tables/<name>/date=.../experiment=.../`` Parquet (see :mod:`chaos.report.tables`);
+- ``report.html`` (self-contained), ``summary.json`` (everything below, machine-readable);
+- ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``trend.csv``, ``recheck.csv``,
+  ``violations.csv``, ``runs.csv``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import UsageError
+from chaos.report import metrics as report_metrics
+from chaos.report import render
+from chaos.report.archive import discover
+from chaos.report.recheck import recheck
+from chaos.report.session import spark_session
+from chaos.report.tables import build_tables
+
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+
+
+def stderr_progress() -> Callable[[str], None]:
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        print(f"[report {time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _check_out(out: Path, results: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory; give --out a directory for the report")
+    try:
+        out.resolve().relative_to(results.resolve())
+        raise UsageError(f"{out}: inside the results directory {results}; write the report elsewhere")
+    except ValueError:
+        pass
+    if out.is_dir() and any(out.iterdir()) and not (out / SUMMARY_FILE).exists():
+        raise UsageError(f"{out}: not empty and not a previous report; give an empty or new directory")
+
+
+def _records(df) -> list[dict[str, Any]]:
+    return json.loads(df.to_json(orient="records", date_format="iso")) if len(df) else []
+
+
+def build_report(results: Path, out: Path, *, master: str | None = None, timelines: int = 30,
+                 max_violations: int = 300, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build the report; returns the summary written to ``summary.json``. Bad input raises ``UsageError``."""
+    from pyspark.sql import functions as F
+
+    progress = progress or stderr_progress()
+    results, out = Path(results), Path(out)
+    progress(f"scanning {results}")
+    runs = discover(results)
+    _check_out(out, results)
+    out.mkdir(parents=True, exist_ok=True)
+    nights = sorted({r.run_dir.date for r in runs})
+    experiments = sorted({r.run_dir.experiment for r in runs})
+    progress(f"{len(runs)} runs, {len(experiments)} experiments, {len(nights)} nights; starting Spark")
+    spark = spark_session(master)
+    t0 = time.monotonic()
+    tables = build_tables(spark, runs, out, progress)
+    t_tables = time.monotonic() - t0
+
+    progress("aggregates per night and experiment")
+    agg = report_metrics.compute(spark, tables)
+    progress("re-checking the core invariants with Spark SQL")
+    rows, spark_findings = recheck(spark, tables["events"], tables["runs"], tables["violations"])
+    import pandas as pd
+
+    rc = pd.DataFrame(rows)
+    disagreements = rc[rc["agree"] == False] if len(rc) else rc  # noqa: E712 - pandas mask
+    t_agg = time.monotonic() - t0 - t_tables
+
+    progress("collecting violations, evidence and timelines")
+    violations = (tables["violations"].where(F.col("violation"))
+                  .orderBy("date", "experiment", "run", "checker", "finding").toPandas())
+    zombies = tables["violations"].where(F.col("zombie_window_s").isNotNull()).select("zombie_window_s").toPandas()
+    faults = tables["faults"].toPandas()
+    rebalances = tables["rebalances"].select("run", "duration_s").toPandas()
+    unavail = tables["partition_unavailability"].select("run", "unowned_s").toPandas()
+    runs_pd = tables["runs"].orderBy("date", "experiment", "run").toPandas()
+    shown = violations.head(max_violations)
+    wanted = [(r["run"], int(s)) for r in shown.to_dict("records") for s in list(r["evidence"])]
+    evidence: dict[tuple[str, int], str] = {}
+    if wanted:
+        keys = spark.createDataFrame(sorted(set(wanted)), "run STRING, seq BIGINT")
+        for r in tables["events"].join(F.broadcast(keys), ["run", "seq"]).select("run", "seq", "json").collect():
+            evidence[(r["run"], r["seq"])] = r["json"]
+
+    # timelines: failing runs first, then the others, up to `timelines`
+    order = runs_pd.assign(_bad=runs_pd["valid"] != "true").sort_values(["_bad", "run"], ascending=[False, True])
+    chosen = list(order["run"].head(max(timelines, 0)))
+    blocks = []
+    if chosen:
+        ivs = tables["ownership_intervals"].where(F.col("run").isin(chosen)).select(
+            "run", "topic", "partition", "member", "start_t_s", "end_t_s").toPandas()
+        for i, run in enumerate(chosen):
+            if i % 10 == 0:
+                progress(f"timeline {i + 1}/{len(chosen)}")
+            blocks.append(f"<h3>{html.escape(run)}</h3>" + render.timeline(
+                run, ivs[ivs["run"] == run], faults[faults["run"] == run], violations[violations["run"] == run]))
+    if len(runs_pd) > len(chosen):
+        blocks.append(f'<p class="note">{len(chosen)} of {len(runs_pd)} runs drawn (failing runs first); '
+                      "raise --timelines to draw more</p>")
+
+    progress("writing CSV, JSON and HTML")
+    nightly, trend = agg["nightly"], agg["trend"]
+    csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
+            "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
+            "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
+                failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else ""))}
+    for name, df in csvs.items():
+        df.to_csv(out / name, index=False)
+    spark_found = spark_findings.groupBy("invariant").count().collect()
+    summary: dict[str, Any] = {
+        "results_dir": str(results), "report_dir": str(out),
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "spark": {"master": spark.sparkContext.master, "version": spark.version},
+        "runs": len(runs), "experiments": experiments, "nights": nights,
+        "events": int(runs_pd["events"].sum()), "torn_lines_dropped": tables["_torn_lines"],
+        "passed": int((runs_pd["valid"] == "true").sum()), "failed": int((runs_pd["valid"] == "false").sum()),
+        "inconclusive": int((runs_pd["valid"] == "unknown").sum()),
+        "violations": int(len(violations)),
+        "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
+        "ttr_by_fault": _records(agg["ttr_by_fault"]),
+        "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
+                    "agree": bool(len(disagreements) == 0),
+                    "spark_findings": {r["invariant"]: r["count"] for r in spark_found},
+                    "disagreements": _records(disagreements)},
+        "violations_list": [
+            {**{k: v for k, v in r.items() if k != "evidence"}, "evidence": [int(s) for s in r["evidence"]],
+             "evidence_lines": [evidence.get((r["run"], int(s))) for s in r["evidence"]]}
+            for r in json.loads(shown.to_json(orient="records"))],
+        "timings_s": {"tables": round(t_tables, 2), "aggregates_and_recheck": round(t_agg, 2)},
+        "tables": {name: str(out / "tables" / name) for name in tables if not name.startswith("_")},
+        "files": {"html": str(out / REPORT_FILE), **{n: str(out / n) for n in csvs}},
+    }
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, default=str))
+
+    failing = lambda r: "fail" if r.get("valid") == "false" else ("warn" if r.get("valid") != "true" else "")  # noqa: E731
+    rc_view = rc[(rc["agree"] == False) | (rc["spark_violations"] > 0) | (rc["checker_findings"] > 0)] if len(rc) else rc  # noqa: E712
+    agree_line = ("<p><span class='badge ok'>agree</span> the Spark re-check agrees with the per-run checkers on "
+                  f"all {summary['recheck']['compared']} compared (run, invariant) pairs.</p>"
+                  if summary["recheck"]["agree"] else
+                  f"<p><span class='badge bad'>{len(disagreements)} disagreement(s)</span> between the Spark "
+                  "re-check and the per-run checkers (below): a checker bug or a stale checks.json.</p>")
+    not_compared = rc[~rc["compared"]] if len(rc) else rc
+    page = render.page(
+        meta=html.escape(f"{results} - {len(runs)} runs, {summary['events']:,} events, nights "
+                         f"{nights[0]} .. {nights[-1]} - generated {summary['generated_at']} with Spark "
+                         f"{spark.version} ({spark.sparkContext.master})"),
+        cards="".join(f'<div class="card">{k}<b>{v}</b></div>' for k, v in [
+            ("runs", len(runs)), ("passed", summary["passed"]), ("failed", summary["failed"]),
+            ("inconclusive", summary["inconclusive"]), ("violations", summary["violations"]),
+            ("re-check", "agrees" if summary["recheck"]["agree"] else "DISAGREES")]),
+        summary_table=render.table(nightly, ["date", "experiment", "runs", "passed", "failed", "inconclusive",
+                                             "pass_rate", "events", "duplicate_rate", "rebalances",
+                                             "rebalance_p90_s", "faults", "fault_ttr_p50_s", "fault_ttr_p90_s",
+                                             "run_ttr_max_s", "zombie_windows", "zombie_max_s", "unowned_mean_s",
+                                             "unowned_max_s"], left=["date", "experiment"],
+                                   row_class=lambda r: "fail" if r["failed"] else ""),
+        recheck=agree_line + render.table(rc_view, ["run", "invariant", "spark_violations", "checker_findings",
+                                                    "agree", "spark_example", "checker_example", "note"],
+                                          left=["run", "invariant", "spark_example", "checker_example", "note"],
+                                          row_class=lambda r: "fail" if r["agree"] is False else "")
+        + (f'<p class="note">not compared: {len(not_compared)} (run, invariant) pairs: '
+           f'{html.escape("; ".join(sorted(set(not_compared["note"].dropna()))))}</p>' if len(not_compared) else ""),
+        by_invariant=render.table(agg["by_invariant"], left=["date", "experiment", "invariant"]),
+        ttr_table=render.table(agg["ttr_by_fault"], left=["date", "experiment", "fault_type"]),
+        plots=render.distribution_plots(faults, rebalances, zombies, unavail, nightly),
+        trend_table=render.table(trend, left=["date", "experiment", "previous_date"],
+                                 row_class=lambda r: "fail" if (r.get("pass_rate_change") or 0) < 0 else ""),
+        violations=render.violation_blocks(violations, evidence, max_violations),
+        timelines="\n".join(blocks),
+        runs_table=render.table(runs_pd, ["run", "valid", "failed_checkers", "events", "send_ok", "lost",
+                                          "duplicate_deliveries", "rebalances", "fault_count", "time_to_recover_s",
+                                          "zombie_window_max_s", "duration_s"],
+                                left=["run", "valid", "failed_checkers"], row_class=failing),
+        files="<ul>" + "".join(f"<li><code>{html.escape(str(p))}</code></li>"
+                               for p in [out / SUMMARY_FILE, *[out / n for n in csvs],
+                                         *[Path(p) for p in summary["tables"].values()]]) + "</ul>",
+    )
+    (out / REPORT_FILE).write_text(page)
+    progress(f"done: {out / REPORT_FILE}")
+    return summary
