@@ -13,7 +13,10 @@ the same topics (the workers do).
   balanced (counts differ by at most 1) and minimal movement: between two
   consecutive judged generations, a member present in both keeps at least
   min(its previous count, floor(n/m)) of its previous partitions (a balanced
-  assignment never needs to take more than that from it).
+  assignment never needs to take more than that from it). Not judged across a
+  ``lost`` event: partitions a member lost (KIP-429 ``onPartitionsLost``, e.g.
+  after a failed SyncGroup when the coordinator died) are no longer in its
+  owned-partitions metadata, so no assignor can stick to them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import GroupState, GroupStateSample, History
+from chaos.history import GroupState, GroupStateSample, History, Lost
 
 NAME = CheckerName.ASSIGNOR
 
@@ -35,8 +38,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     parts = idx.group_partitions()
 
     judged_gens: dict[str, set] = {}
-    previous: dict[str, tuple[int, dict[str, set]]] = {}  # group -> (seq, member -> partitions)
+    previous: dict[str, tuple[int, dict[str, set], int]] = {}  # group -> (seq, member -> partitions, mono_ns)
+    lost_at: dict[str, list[int]] = {}
+    for e in idx.of(Lost):
+        lost_at.setdefault(e.group, []).append(e.mono_ns)
     judged = 0
+    skipped_after_loss = 0
     for s in idx.of(GroupStateSample):
         if s.state is not GroupState.STABLE or s.generation is None or not s.members:
             continue
@@ -61,6 +68,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             _check_range(s, owned, where, log)
         if proto in _STICKY:
             prev = previous.get(s.group)
+            if prev is not None and any(prev[2] < t <= s.mono_ns for t in lost_at.get(s.group, ())):
+                skipped_after_loss += 1
+                prev = None
             if prev is not None:
                 n, m = len(expected), len(owned)
                 floor = n // m
@@ -74,8 +84,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                         log.violation(f"{where}: {member} kept {kept} of its {len(before)} partitions although a "
                                       f"balanced assignment lets it keep {need} (moved {', '.join(map(fmt_tp, moved[:4]))})",
                                       prev[0], s.seq)
-            previous[s.group] = (s.seq, owned)
-    metrics = {"generations_judged": judged, "violations": log.violation_count}
+            previous[s.group] = (s.seq, owned, s.mono_ns)
+    metrics = {"generations_judged": judged, "stickiness_skipped_after_lost": skipped_after_loss,
+               "violations": log.violation_count}
     return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
                       f"{log.violation_count} assignor property violation(s)", metrics)
 

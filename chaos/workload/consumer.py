@@ -66,7 +66,12 @@ class CommitResult:
     error_name: str | None = None
 
 
+class FatalClientError(Exception):
+    """The client library says this member cannot go on (fenced, misconfigured)."""
+
+
 class Callbacks(Protocol):
+    def error(self, message: str, code: int | None, name: str | None, fatal: bool) -> None: ...
     def assigned(self, partitions: list[TP], incremental: bool) -> None: ...
     def revoked(self, partitions: list[TP], incremental: bool) -> None: ...
     def lost(self, partitions: list[TP]) -> None: ...
@@ -157,6 +162,9 @@ class Member:
     def _view(self) -> dict:
         gen, member = self.client.group_view()
         return {"generation": gen, "member_id": member}
+
+    def error(self, message: str, code: int | None, name: str | None, fatal: bool) -> None:
+        self.events.emit(Kind.ERROR, message=message[:1000], error_code=code, error_name=name, fatal=fatal)
 
     def assigned(self, partitions: list[TP], incremental: bool) -> None:
         self.owned |= set(partitions)
@@ -300,6 +308,10 @@ def run_consumer(cfg: WorkerConfig) -> int:
     try:
         member.run()
         client.close()  # revokes (committing processed offsets) and leaves the group
+    except FatalClientError:  # already recorded as a fatal error event
+        events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
+        events.close()
+        return 1
     except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
         events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}", error_code=None, error_name=None, fatal=True)
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)

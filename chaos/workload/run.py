@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated
 
 from confluent_kafka import Consumer, TopicPartition
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
@@ -53,6 +53,16 @@ class WorkloadSpec(BaseModel):
     warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     drain_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+
+    @model_validator(mode="after")
+    def _one_assignor(self) -> "WorkloadSpec":
+        # each member offers one assignor; members without a common one are refused by the
+        # coordinator (INCONSISTENT_GROUP_PROTOCOL) and never join
+        assignors = {c.assignor for c in self.consumers}
+        if len(assignors) > 1:
+            raise ValueError(f"consumers use different assignors {sorted(a.value for a in assignors)}: the group "
+                             "needs a common one (the coordinator refuses the others with INCONSISTENT_GROUP_PROTOCOL)")
+        return self
 
 
 class WorkloadRun:
@@ -185,13 +195,14 @@ class WorkloadRun:
     def wait_assigned(self, timeout: float | None = None) -> None:
         """Warm-up: until every running member has been assigned at least once."""
         deadline = time.monotonic() + (timeout or self.spec.warmup_timeout_s)
-        want = {n for n, p in self.members.items() if p.alive()}
 
         def all_assigned():
+            # a member that exited (e.g. fenced as a duplicate group.instance.id) is not waited for
+            want = {n for n, p in self.members.items() if p.alive()}
             got = {n for n in want if b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
             return True if got == want else None
 
-        retry(all_assigned, deadline, f"members {sorted(want)} to be assigned", interval=0.1)
+        retry(all_assigned, deadline, "every running member to be assigned", interval=0.1)
 
     # ------------------------------------------------------------ phases
     def run(self, on_chaos=None) -> Path:

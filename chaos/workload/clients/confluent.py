@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from chaos.history.event import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.outcome import Outcome
-from chaos.workload.consumer import Callbacks, CommitResult, Record, classify_commit
+from chaos.workload.consumer import Callbacks, CommitResult, FatalClientError, Record, classify_commit
 from chaos.workload.spec import WorkerConfig
 
 _MAGIC = b"CGMDv2:"
@@ -65,6 +65,7 @@ class ConfluentClient:
             "auto.commit.interval.ms": spec.auto_commit_interval_ms,
             "reconnect.backoff.max.ms": 1000,
             "on_commit": self._on_commit,
+            "error_cb": self._report_error_cb,
             "log_level": 3,
         }
         if spec.instance_id:
@@ -74,6 +75,11 @@ class ConfluentClient:
     # librdkafka calls these from inside poll()/close() on this thread
     def _tps(self, partitions: list[TopicPartition]) -> list[tuple[str, int]]:
         return [(p.topic, p.partition) for p in partitions]
+
+    def _report_error_cb(self, err: KafkaError) -> None:
+        # global client errors (brokers down, fencing); fatal ones also surface from consume()
+        if self._callbacks is not None:
+            self._callbacks.error(err.str(), err.code(), err.name(), err.fatal())
 
     def subscribe(self, topic: str, callbacks: Callbacks) -> None:
         self._callbacks = callbacks
@@ -90,9 +96,18 @@ class ConfluentClient:
         for msg in self._consumer.consume(max_records, timeout):
             err = msg.error()
             if err is not None:
-                continue  # consumer errors also reach error_cb / are transient fetch errors
+                self._report(err)
+                continue
             out.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
         return out
+
+    def _report(self, err: KafkaError) -> None:
+        """Record a client error; a fatal one (e.g. _FENCED for a duplicate group.instance.id,
+        KIP-345) ends the member."""
+        if self._callbacks is not None and err.code() != KafkaError._PARTITION_EOF:
+            self._callbacks.error(err.str(), err.code(), err.name(), err.fatal())
+        if err.fatal():
+            raise FatalClientError(f"{err.name()}: {err.str()}")
 
     def group_view(self) -> tuple[int | None, str | None]:
         try:
