@@ -114,8 +114,15 @@ def test_docker_kill_of_a_groups_coordinator_moves_the_coordinator_and_restart_b
     assert docker_cluster.is_running(old) and docker_cluster.process(old).pid != pid
 
 
+def _started(cluster, node):
+    """Has the node's latest KafkaServer start completed? (SIGTERM during startup halts Kafka with exit 1.)"""
+    log = cluster.log_path(node).read_text()
+    return log.rfind("] started (kafka.server.KafkaServer)") > log.rfind("] starting (kafka.server.KafkaServer)")
+
+
 def test_sigterm_is_docker_stop_with_a_controlled_shutdown(docker_cluster):
     victim = "broker-3"
+    retry(lambda: True if _started(docker_cluster, victim) else None, time.monotonic() + 60, f"{victim} started")
     docker_cluster.kill(victim, signal.SIGTERM)
     assert not docker_cluster.is_running(victim)
     assert docker_cluster.process(victim).exit_code() in (0, 143)
