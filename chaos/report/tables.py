@@ -164,8 +164,6 @@ def parse_events(spark, runs: Sequence[RunFiles]):
     history reader drops it too).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
-
     paths = [str(rf.run_dir.history) for rf in runs]
     path_map = spark.createDataFrame(
         [(str(rf.run_dir.history.resolve()), rf.run_dir.run, rf.run_dir.date, rf.run_dir.experiment)
@@ -182,23 +180,26 @@ def parse_events(spark, runs: Sequence[RunFiles]):
     flagged = parsed.withColumn("ok", good | is_header).withColumn("is_header", is_header)
     flagged = flagged.join(F.broadcast(path_map), "path", "left").cache()
 
-    unmapped = flagged.where(F.col("run").isNull()).select("path").limit(1).collect()
-    if unmapped:
-        raise UsageError(f"{unmapped[0]['path']}: read by Spark but not matched to a run directory "
-                         "(a path with characters Spark rewrites?); rename the directory")
-    last = flagged.groupBy("path").agg(F.max("pos").alias("last_pos"))
-    bad = (flagged.where(~F.col("ok")).join(last, "path")
-           .select("path", "pos", "json", (F.col("pos") == F.col("last_pos")).alias("tail")))
-    bad_rows = bad.orderBy(F.col("tail"), "path", "pos").limit(1).collect()
+    # One pass over the lines: per file, the last line and the first non-event line (if any).
+    per_file = (flagged.groupBy("path").agg(
+        F.max("pos").alias("last_pos"), F.first("run", ignorenulls=True).alias("run"),
+        F.sum(F.when(~F.col("ok"), 1).otherwise(0)).alias("bad"),
+        F.min(F.when(~F.col("ok"), F.col("pos"))).alias("first_bad")).collect())
     torn = 0
-    if bad_rows and not bad_rows[0]["tail"]:
-        b = bad_rows[0]
-        line_no = flagged.where((F.col("path") == b["path"]) & (F.col("pos") <= b["pos"])).count()
-        raise UsageError(f"{b['path']}:{line_no}: not a history event ({b['json'][:80]!r}); the history is "
+    for f in per_file:
+        if f["run"] is None:
+            raise UsageError(f"{f['path']}: read by Spark but not matched to a run directory "
+                             "(a path with characters Spark rewrites?); rename the directory")
+        if not f["bad"]:
+            continue
+        if f["bad"] == 1 and f["first_bad"] == f["last_pos"]:
+            torn += 1  # a torn last line: the in-flight event of a killed writer
+            continue
+        b = flagged.where((F.col("path") == f["path"]) & (F.col("pos") == f["first_bad"])).first()
+        line_no = flagged.where((F.col("path") == f["path"]) & (F.col("pos") <= f["first_bad"])).count()
+        raise UsageError(f"{f['path']}:{line_no}: not a history event ({b['json'][:80]!r}); the history is "
                          "corrupt: restore it, re-merge the run's events/ with `chaos check RUN_DIR`, or move "
                          "the run directory out of the archive")
-    if bad_rows:
-        torn = bad.count()
 
     tp = "transform(e.partitions, x -> named_struct('topic', x[0], 'partition', cast(x[1] as int)))"
     events = (flagged.where(F.col("ok") & ~F.col("is_header"))
@@ -238,7 +239,6 @@ def parse_events(spark, runs: Sequence[RunFiles]):
     first = events.groupBy("run").agg(F.min("mono_ns").alias("_first_ns"))
     events = (events.join(F.broadcast(first), "run")
               .withColumn("t_s", (F.col("mono_ns") - F.col("_first_ns")) / F.lit(1e9)).drop("_first_ns"))
-    _ = Window  # (windows are used by the derived tables)
     return events, torn
 
 
@@ -327,7 +327,8 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
     progress(f"parsing {len(runs)} histories with Spark")
     events, torn = parse_events(spark, runs)
     _write(events, tables_dir / "events")
-    events = spark.read.parquet(str(tables_dir / "events"))
+    spark.catalog.clearCache()
+    events = spark.read.parquet(str(tables_dir / "events")).cache()
     dfs["events"] = events
     keys = events.select("run", "date", "experiment").distinct()
 

@@ -33,6 +33,7 @@ its ``member_stop`` and its last commit in flight stays ``unknown``.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import time
 from collections import deque
@@ -311,7 +312,9 @@ def run_consumer(cfg: WorkerConfig) -> int:
     except FatalClientError:  # already recorded as a fatal error event
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
         events.close()
-        return 1
+        # a client in a fatal state can block in its destructor (librdkafka's close waits for a
+        # group it may no longer talk to): leave at once, everything is recorded
+        os._exit(1)
     except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
         events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}", error_code=None, error_name=None, fatal=True)
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)

@@ -51,6 +51,7 @@ class ConfluentClient:
             raise ValueError("confluent-kafka has no eager 'sticky' assignor: use cooperative-sticky, or client kafka-python/java")
         self.spec = spec
         self._callbacks: Callbacks | None = None
+        self._fatal: KafkaError | None = None
         self._pending: deque[tuple[frozenset, Callable[[CommitResult], None]]] = deque()
         conf = {
             "bootstrap.servers": cfg.bootstrap,
@@ -77,9 +78,12 @@ class ConfluentClient:
         return [(p.topic, p.partition) for p in partitions]
 
     def _report_error_cb(self, err: KafkaError) -> None:
-        # global client errors (brokers down, fencing); fatal ones also surface from consume()
+        # global client errors (brokers down, fencing); a fatal one ends the member at the next poll
         if self._callbacks is not None:
             self._callbacks.error(err.str(), err.code(), err.name(), err.fatal())
+        # librdkafka reports a fatal error to error_cb as code _FATAL (rd_kafka_fatal_error has the cause)
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            self._fatal = err
 
     def subscribe(self, topic: str, callbacks: Callbacks) -> None:
         self._callbacks = callbacks
@@ -92,6 +96,8 @@ class ConfluentClient:
         )
 
     def poll(self, max_records: int, timeout: float) -> list[Record]:
+        if self._fatal is not None:
+            raise FatalClientError(f"{self._fatal.name()}: {self._fatal.str()}")
         out = []
         for msg in self._consumer.consume(max_records, timeout):
             err = msg.error()
