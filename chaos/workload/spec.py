@@ -50,6 +50,9 @@ class ConsumerSpec(_Frozen):
     def _check(self) -> "ConsumerSpec":
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
+        if self.client is Client.CONFLUENT_KAFKA and self.max_poll_interval_ms < self.session_timeout_ms:
+            raise ValueError(f"max_poll_interval_ms={self.max_poll_interval_ms} is below session_timeout_ms="
+                             f"{self.session_timeout_ms}: librdkafka refuses that; lower the session timeout")
         # what each client library can do, checked at load time (not when the worker starts)
         if self.client is Client.CONFLUENT_KAFKA and self.assignor is Assignor.STICKY:
             raise ValueError("confluent-kafka (librdkafka) has no eager sticky assignor: use cooperative-sticky, "
