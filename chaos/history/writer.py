@@ -83,11 +83,18 @@ class EventWriter:
                    "mono_ns": time.monotonic_ns() if mono_ns is None else mono_ns,
                    "source": self.source, "kind": kind.value, **fields}
             try:
-                # Round-trip through JSON types so tuples/enums validate as they will be read.
-                event = from_dict(orjson.loads(orjson.dumps(raw)))
-            except SchemaError as exc:
-                raise ValueError(f"{EVENT_CLASS[kind].__name__}: {exc}") from None
-            os.write(self._fd, to_json(event) + b"\n")
+                # Fast path: fields already in JSON types (lists, str, int) validate as they are
+                # and are written as given.
+                event = from_dict(raw)
+                line = orjson.dumps(raw)
+            except SchemaError:
+                try:
+                    # Round-trip through JSON types so tuples/enums validate as they will be read.
+                    event = from_dict(orjson.loads(orjson.dumps(raw)))
+                except SchemaError as exc:
+                    raise ValueError(f"{EVENT_CLASS[kind].__name__}: {exc}") from None
+                line = to_json(event)
+            os.write(self._fd, line + b"\n")
             self._seq = seq
             return event
 
