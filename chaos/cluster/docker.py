@@ -167,6 +167,7 @@ class DockerCluster(LocalCluster):
             launch = self._launch[node]
             proc = self._run(node, self.images.kafka, self._container_argv(node), launch.config_path.parent)
             self._procs[node] = proc  # type: ignore[assignment]
+        proc.pid  # learn the main process now, so a timed fault later needs no engine round trip
         self._paused.discard(node)
         return proc
 
