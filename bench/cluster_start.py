@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 

@@ -246,7 +246,7 @@ class _Sim:
         self.add(MemberStop, m.source, group=GROUP, clean=False, signal="SIGKILL")
         if m.instance_id is not None:
             # KIP-345: restarted within session.timeout.ms, the static member gets its assignment back.
-            holding, gen, mid = m.holding, m.generation, m.member_id
+            holding, gen = m.holding, m.generation
             del self.members[m.source]
             self.add(FaultEnd, "nemesis", fault_id=fid, fault_type="kill", node=m.source)
             n = self.start_member(m.source, m.instance_id)

@@ -6,7 +6,6 @@ the assertions read only the events files the workers wrote.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys

@@ -5,11 +5,9 @@ error comes from them).
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

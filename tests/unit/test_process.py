@@ -1,7 +1,6 @@
 """Process sessions: only recorded (pid, start time) pairs are ever ended; orphans are reaped."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
