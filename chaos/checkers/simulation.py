@@ -256,7 +256,6 @@ class _Sim:
             n.position = {p: self.committed[p] for _, p in holding}
             self.add(Assigned, n.source, group=GROUP, partitions=tuple(holding), generation=gen,
                      member_id=n.member_id, incremental=False)
-            del mid
             return
         del self.members[m.source]
         self.add(BrokerLog, "observer", gap_ns=SESSION_TIMEOUT_MS * 1_000_000, broker=1, group=GROUP,
