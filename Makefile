@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup setup-docker demo test test-fast bench clean
 
 setup: $(STAMP)
 	@$(BIN)/chaos setup
@@ -20,14 +20,22 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/chaos demo --out out/demo
 
-test: setup
-	$(BIN)/python -m pytest
+# docker backend: docker.io + debootstrap from apt when missing (root); if that is impossible the
+# line printed says why and the docker tests are skipped with that reason
+setup-docker: $(STAMP)
+	@scripts/docker-engine.sh install || echo "docker backend unavailable (see above): docker tests will be skipped"
+
+# the docker tests run with an engine of their own inside a network namespace of their own
+test: setup setup-docker
+	$(BIN)/python -m pytest --ignore=tests/docker
+	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
 
-bench: setup
+bench: setup setup-docker
 	$(BIN)/python bench/cluster_start.py
+	$(BIN)/python bench/cluster_start_docker.py
 
 clean:
 	rm -rf $(VENV) out

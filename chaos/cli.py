@@ -199,11 +199,13 @@ def plan(experiment: str, seed: int) -> None:
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where run directories go (default runs/, or results/ with --nightly)")
 @click.option("--kafka-version", default=None, help="override the experiments' Kafka version")
+@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+              help="override the experiments' cluster backend (docker: containers on kafka-chaos's own engine)")
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
 @click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h)")
 @click.option("--json", "as_json", is_flag=True, help="print outcomes as JSON")
-def run(experiments, runs, seed, out, kafka_version, nightly, budget, as_json) -> None:
+def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, as_json) -> None:
     """Run experiments against real clusters; exit 0 valid, 1 invariant failed, 2 bad input/infrastructure, 3 unknown."""
     from rich.console import Console
 
@@ -224,6 +226,8 @@ def run(experiments, runs, seed, out, kafka_version, nightly, budget, as_json) -
             raise UsageError("no experiments in experiments/: run from the project directory or name the files")
     if kafka_version:
         exps = [e.with_overrides(**{"cluster.kafka_version": kafka_version}) for e in exps]
+    if backend:
+        exps = [e.with_overrides(backend=backend) for e in exps]
     budget_s = parse_budget(budget) if nightly else 0.0
     total = "?" if nightly else sum(runs or e.runs for e in exps)
     console = Console(stderr=True)

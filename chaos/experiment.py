@@ -221,7 +221,7 @@ class CheckerConfig(_Strict):
 class Experiment(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     description: str = ""
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "docker"] = "local"
     cluster: ClusterSpec = ClusterSpec()
     workload: WorkloadSpec = WorkloadSpec()
     faults: tuple[FaultSpec, ...] = ()

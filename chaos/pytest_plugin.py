@@ -35,7 +35,7 @@ _ITEM_KEY = pytest.StashKey[dict]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaos", "kafka-chaos")
-    group.addoption("--chaos-backend", default=None, choices=["local"], help="cluster backend [ini chaos_backend]")
+    group.addoption("--chaos-backend", default=None, choices=["local", "docker"], help="cluster backend [ini chaos_backend]")
     group.addoption("--chaos-seed", default=None, type=int, help="seed of the fault schedules [ini chaos_seed]")
     group.addoption("--chaos-runs", default=None, type=int, help="runs per run_experiment call [ini chaos_runs]")
     group.addoption("--kafka-version", default=None, help="Kafka version of the clusters [ini chaos_kafka_version]")
@@ -96,10 +96,10 @@ def kafka_cluster_spec(chaos_settings):
 
 
 @pytest.fixture(scope="session")
-def _chaos_pool(kafka_cluster_spec):
+def _chaos_pool(kafka_cluster_spec, chaos_settings):
     from chaos.runner import ClusterPool
 
-    with ClusterPool() as pool:
+    with ClusterPool(backend=chaos_settings["backend"]) as pool:
         yield pool
 
 
@@ -177,7 +177,7 @@ def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
         state["seed"] = s0
         got = []
         for k in range(n):
-            cluster = _chaos_pool.get(exp.cluster)
+            cluster = _chaos_pool.get(exp.cluster, backend=exp.backend)
             oc = judge_once(cluster, exp, s0 + k, chaos_settings["out"] / exp.name / f"{request.node.name}-{k}")
             got.append(oc)
         outcomes.extend(got)

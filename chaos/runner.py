@@ -21,6 +21,7 @@ infrastructure failure, 3 a verdict was unknown.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 import traceback
@@ -31,6 +32,7 @@ from typing import Callable
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Validity
+from chaos.cluster.backend import new_cluster
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import UsageError
@@ -70,14 +72,18 @@ class ClusterPool:
     """Keeps clusters alive across runs, one per shape (at most ``size``, least recently used
     stopped first); a cluster handed out again is healed first."""
 
-    def __init__(self, size: int = 2) -> None:
+    def __init__(self, size: int = 2, backend: str | None = None) -> None:
         self.size = size
+        #: overrides every experiment's ``backend`` (CLI --backend, plugin --chaos-backend)
+        self.backend = backend
         self._clusters: dict[str, LocalCluster] = {}
         self._pinned: set[str] = set()
+        self._engine = None  # our dockerd, started on the first docker cluster, stopped by close()
 
-    def get(self, spec: ClusterSpec, pin: bool = False) -> LocalCluster:
+    def get(self, spec: ClusterSpec, pin: bool = False, backend: str = "local") -> LocalCluster:
         """A started, healed cluster of ``spec``; a pinned one is never evicted for another shape."""
-        key = spec.model_dump_json()
+        backend = self.backend or backend
+        key = f"{backend}:{spec.model_dump_json()}"
         if pin:
             self._pinned.add(key)
         cluster = self._clusters.pop(key, None)
@@ -87,7 +93,10 @@ class ClusterPool:
             evictable = [k for k in self._clusters if k not in self._pinned]
             while len(self._clusters) >= self.size and evictable:
                 self._clusters.pop(evictable.pop(0)).stop()
-            cluster = LocalCluster(spec)
+            if backend == "docker" and self._engine is None and not os.environ.get("KAFKA_CHAOS_DOCKER_HOST"):
+                from chaos.cluster.container_engine import DockerEngine
+                self._engine = DockerEngine().start()  # reuses a running one (docker-engine.sh start/run)
+            cluster = new_cluster(backend, spec)
             cluster.start()
         self._clusters[key] = cluster  # most recently used last
         return cluster
@@ -97,8 +106,13 @@ class ClusterPool:
         self.close()
 
     def close(self) -> None:
-        while self._clusters:
-            self._clusters.popitem()[1].stop()
+        try:
+            while self._clusters:
+                self._clusters.popitem()[1].stop()
+        finally:
+            if self._engine is not None:
+                self._engine.stop()  # only if it started it
+                self._engine = None
 
     def __enter__(self) -> "ClusterPool":
         return self
@@ -169,7 +183,7 @@ def pooled_run(pool: ClusterPool, exp: Experiment, seed: int, run_dir: Path, ind
     """One judged run on a cluster from ``pool``; a run that failed on infrastructure discards the pool's
     clusters (it may have broken them)."""
     try:
-        cluster = pool.get(exp.cluster)
+        cluster = pool.get(exp.cluster, backend=exp.backend)
     except UsageError as exc:
         pool.discard()
         return RunOutcome(exp.name, index, seed, str(run_dir), "error", False, error=str(exc))
@@ -181,10 +195,11 @@ def pooled_run(pool: ClusterPool, exp: Experiment, seed: int, run_dir: Path, ind
 
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
-                    on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
+                    on_start: Callable[[Experiment, int, int], None] | None = None,
+                    backend: str | None = None) -> list[RunOutcome]:
     base_seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     outcomes: list[RunOutcome] = []
-    with ClusterPool() as pool:
+    with ClusterPool(backend=backend) as pool:
         for exp in experiments:
             for k in range(runs or exp.runs):
                 s = base_seed + k

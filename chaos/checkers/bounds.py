@@ -28,7 +28,7 @@ class CheckerBounds:
       to be Stable with one live owner per partition (default: session timeout
       + rebalance timeout + ``observer_margin_s``).
     - ``clock_slack_s``: how far apart an action and the event recording it may
-      be (a commit is recorded at its response; the observer reads logs and
+      be (a commit is stamped when it was sent and judged by the coordinator before its answer; the observer reads logs and
       samples with a lag). Comparisons across sources tolerate this much.
     - ``fence_s``: time within which the older of two members sharing a
       ``group.instance.id`` must be fenced (default: its session timeout + slack).

@@ -16,6 +16,20 @@ from typing import Any, Protocol, runtime_checkable
 from chaos.cluster.toxiproxy import Toxic
 
 
+class BackendName(StrEnum):
+    LOCAL = "local"      # chaos.cluster.local.LocalCluster: local processes
+    DOCKER = "docker"    # chaos.cluster.docker.DockerCluster: containers on kafka-chaos's own Docker engine
+
+
+def new_cluster(backend: BackendName | str, spec, **kwargs):
+    """An unstarted cluster of ``spec`` on ``backend`` (imports the backend lazily)."""
+    if BackendName(backend) is BackendName.DOCKER:
+        from chaos.cluster.docker import DockerCluster
+        return DockerCluster(spec, **kwargs)
+    from chaos.cluster.local import LocalCluster
+    return LocalCluster(spec, **kwargs)
+
+
 class Capability(StrEnum):
     KILL = "kill"                  # SIGKILL a node
     TERMINATE = "terminate"        # clean stop (SIGTERM: controlled shutdown)

@@ -238,7 +238,11 @@ class Consumed(Event):
 
 @dataclass(frozen=True, slots=True)
 class Commit(Event):
-    """An OffsetCommit and its outcome; offsets are *next* offsets to read (Kafka convention)."""
+    """An OffsetCommit and its outcome; offsets are *next* offsets to read (Kafka convention).
+
+    ``ts``/``mono_ns`` are when the commit was *sent* (the coordinator judges it between then and its
+    answer), except auto commits, stamped when the client reported them.
+    """
 
     group: str
     offsets: tuple[TopicPartitionOffset, ...]

@@ -125,6 +125,10 @@ class Primitives:
 
             def paused() -> Evidence:
                 st = _proc_state(pid)
+                if not self._is_member(node) and self.cluster.backend_name == "docker":
+                    # docker pause = cgroup freezer: frozen tasks show D, not T; the engine's State.Paused is the evidence
+                    frozen = self.cluster.is_paused(node)
+                    return frozen and st != "gone", f"{node} pid {pid} docker paused={frozen} kernel state {st}"
                 return st == psutil.STATUS_STOPPED, f"{node} pid {pid} kernel state {st}"
 
             def thawed() -> Evidence:

@@ -18,9 +18,11 @@ independent second implementation over the ``events`` table, so a checker bug
 - ``generations`` (§5.6, per-member part, as ``chaos/checkers/generations.py``):
   per member incarnation (``member_start``/``member_stop`` start a new one),
   over ``assigned``/``revoked``/``lost``/``consumed`` and ``ok`` commits with a
-  generation >= 0 in history order, no generation below an earlier one, and no
-  two eager ``assigned`` with the same generation. Compared with the checker's
-  per-member findings (those not about the group).
+  generation >= 0 in history order, no generation below an earlier one, and
+  every eager ``assigned`` of a generation carries the partitions of the first
+  one (the coordinator may hand the current generation out again, unchanged, to
+  a rejoining follower). Compared with the checker's per-member findings (those
+  not about the group).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ FROM produced p LEFT ANTI JOIN seen s
 
 _SQL_GENERATIONS = """
 WITH member_events AS (
-  SELECT run, source, seq, kind, generation, incremental, outcome,
+  SELECT run, source, seq, kind, generation, incremental, outcome, partitions,
          sum(CASE WHEN kind IN ('member_start', 'member_stop') THEN 1 ELSE 0 END)
            OVER (PARTITION BY run, source ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS incarnation
   FROM events
@@ -93,10 +95,13 @@ ranked AS (
   FROM observed)
 SELECT run, source, 'backwards' AS rule, min(seq) AS seq FROM ranked WHERE generation < high GROUP BY run, source
 UNION ALL
-SELECT run, source, 'eager-duplicate' AS rule, min(seq) AS seq
-FROM (SELECT run, source, incarnation, generation, count(*) AS n, max(seq) AS seq FROM observed
-      WHERE kind = 'assigned' AND NOT coalesce(incremental, false)
-      GROUP BY run, source, incarnation, generation HAVING count(*) > 1)
+SELECT run, source, 'different eager assignments in one generation' AS rule, min(seq) AS seq
+FROM (SELECT run, source, seq, pset,
+             first_value(pset) OVER (PARTITION BY run, source, incarnation, generation ORDER BY seq) AS first_pset
+      FROM (SELECT *, array_sort(array_distinct(transform(partitions, p -> concat(p.topic, ':', p.partition))))
+                        AS pset
+            FROM observed WHERE kind = 'assigned' AND NOT coalesce(incremental, false)))
+WHERE pset <> first_pset
 GROUP BY run, source
 """
 

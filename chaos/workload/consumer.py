@@ -208,11 +208,15 @@ class Member:
             return
         view = self._view()
         token = self.inflight.add({"group": self.cfg.group, "offsets": [list(o) for o in offsets], **view})
+        # the event is stamped with the time the commit was *sent*: the coordinator judged it between
+        # then and the answer, and a member frozen (SIGSTOP) in between would otherwise record an old
+        # generation's accepted commit long after the group moved on
+        sent_ns, sent_ts = time.monotonic_ns(), time.time()
 
         def record(result: CommitResult) -> None:
-            self.events.emit(Kind.COMMIT, group=self.cfg.group, offsets=[list(o) for o in offsets],
-                             outcome=result.outcome.value, error_code=result.error_code,
-                             error_name=result.error_name, auto=False, **view)
+            self.events.emit(Kind.COMMIT, mono_ns=sent_ns, ts=sent_ts, group=self.cfg.group,
+                             offsets=[list(o) for o in offsets], outcome=result.outcome.value,
+                             error_code=result.error_code, error_name=result.error_name, auto=False, **view)
             self.inflight.done(token)
             if result.outcome is Outcome.OK:
                 for t, p, o in offsets:
