@@ -431,3 +431,7 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
 
 def _write(df, path: Path) -> None:
     df.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(path))
+    if not any(path.rglob("*.parquet")):
+        # An empty table (no faults in the archive ...) would be a directory Spark, pandas and DuckDB
+        # cannot infer a schema from: write one empty file that carries the schema.
+        df.limit(0).coalesce(1).write.mode("overwrite").parquet(str(path))
