@@ -61,7 +61,12 @@ def _records(df) -> list[dict[str, Any]]:
 def build_report(results: Path, out: Path, *, master: str | None = None, timelines: int = 30,
                  max_violations: int = 300, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build the report; returns the summary written to ``summary.json``. Bad input raises ``UsageError``."""
-    from pyspark.sql import functions as F
+    try:
+        import matplotlib  # noqa: F401 - fail before the Spark job, not after it
+        import pandas  # noqa: F401
+        from pyspark.sql import functions as F
+    except ImportError as exc:
+        raise UsageError(f"the report needs {exc.name}: pip install 'kafka-chaos[report]'") from None
 
     progress = progress or stderr_progress()
     results, out = Path(results), Path(out)

@@ -85,7 +85,8 @@ def distribution_plots(faults, rebalances, zombies, unavailability, nightly) -> 
     ttr = faults.dropna(subset=["ttr_s"]) if len(faults) else faults
     if len(ttr):
         groups = sorted(ttr["fault_type"].fillna("unknown").unique())
-        axes[0].boxplot([ttr[ttr["fault_type"].fillna("unknown") == g]["ttr_s"] for g in groups], labels=groups)
+        kinds = ttr["fault_type"].fillna("unknown")
+        axes[0].boxplot([ttr[kinds == g]["ttr_s"] for g in groups], tick_labels=groups)
     axes[0].set_title("time to recover after fault end (s)")
     if len(rebalances) and rebalances["duration_s"].notna().any():
         axes[1].hist(rebalances["duration_s"].dropna(), bins=30, color="#5c6bc0")
@@ -101,10 +102,16 @@ def distribution_plots(faults, rebalances, zombies, unavailability, nightly) -> 
     parts.append(_png(fig))
     if len(nightly):
         fig, axes = plt.subplots(1, 2, figsize=(17, 3.4))
+        nights = sorted(nightly["date"].unique())  # one shared, ordered axis of nights
+        pos = {d: i for i, d in enumerate(nights)}
         for exp, g in nightly.groupby("experiment"):
             g = g.sort_values("date")
-            axes[0].plot(g["date"], g["pass_rate"], marker="o", label=exp)
-            axes[1].plot(g["date"], g["fault_ttr_p90_s"], marker="o", label=exp)
+            x = [pos[d] for d in g["date"]]
+            axes[0].plot(x, g["pass_rate"], marker="o", label=exp)
+            axes[1].plot(x, g["fault_ttr_p90_s"], marker="o", label=exp)
+        for ax in axes:
+            ax.set_xticks(range(len(nights)))
+            ax.set_xticklabels(nights)
         axes[0].set_title("pass rate per night")
         axes[0].set_ylim(-0.05, 1.05)
         axes[1].set_title("p90 time to recover per night (s)")
