@@ -112,8 +112,9 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
         for r in tables["events"].join(F.broadcast(keys), ["run", "seq"]).select("run", "seq", "json").collect():
             evidence[(r["run"], r["seq"])] = r["json"]
 
-    # timelines: failing runs first, then the others, up to `timelines`
-    order = runs_pd.assign(_bad=runs_pd["valid"] != "true").sort_values(["_bad", "run"], ascending=[False, True])
+    # timelines: failing runs first (the longest histories first: real runs before hand-made ones), then the others
+    order = runs_pd.assign(_bad=runs_pd["valid"] != "true").sort_values(["_bad", "events", "run"],
+                                                                         ascending=[False, False, True])
     chosen = list(order["run"].head(max(timelines, 0)))
     blocks = []
     if chosen:
