@@ -195,6 +195,7 @@ class ChaosTest:
             self.chaos.close()
             self.run.phase(RunPhase.HEAL)
             self.cluster.heal()
+            self.run.wait_observed(time.monotonic_ns())
             self.run.quiesce()
             self.run.final_read()
         finally:

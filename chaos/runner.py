@@ -139,7 +139,9 @@ def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -
             nemesis.stop()
             run.phase(RunPhase.HEAL)
             cluster.heal()
+        healed_ns = time.monotonic_ns()
         time.sleep(exp.phases.heal_s)
+        run.wait_observed(healed_ns)
         run.quiesce()
         run.final_read()
     return run_dir

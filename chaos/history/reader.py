@@ -195,13 +195,14 @@ class EventsDirTail:
     ``(mono_ns, source, seq)`` within the batch.
     """
 
-    def __init__(self, events_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, events_dir: str | os.PathLike[str], pattern: str = "*.jsonl") -> None:
         self.events_dir = Path(events_dir)
+        self.pattern = pattern
         self._tails: dict[str, EventTail] = {}
 
     def poll(self) -> list[Event]:
         if self.events_dir.is_dir():
-            for p in sorted(self.events_dir.glob("*.jsonl")):
+            for p in sorted(self.events_dir.glob(self.pattern)):
                 if p.name not in self._tails:
                     self._tails[p.name] = EventTail(p)
         out: list[Event] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -59,8 +60,16 @@ class Primitives:
     def __init__(self, cluster, run):
         self.cluster = cluster
         self.run = run
-        #: when the last fault that can tell took effect (a signal sent), else None
-        self.effect_ns: int | None = None
+        # per injecting thread: when its fault took effect (a signal sent), if the primitive can tell
+        self._local = threading.local()
+
+    @property
+    def effect_ns(self) -> int | None:
+        return getattr(self._local, "effect_ns", None)
+
+    @effect_ns.setter
+    def effect_ns(self, value: int | None) -> None:
+        self._local.effect_ns = value
 
     # ------------------------------------------------------------------ processes
     def _is_member(self, node: str) -> bool:

@@ -66,7 +66,6 @@ class Nemesis:
         self.records: dict[str, FaultRecord] = {}
         self._threads: list[threading.Thread] = []
         self._t0_ns = 0
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "Nemesis":
@@ -129,6 +128,10 @@ class Nemesis:
             # the broker that logged the coordinator line *is* the coordinator at that instant;
             # asking FindCoordinator would cost a round trip inside a window of a few ms
             node = f"broker-{sig.broker}"
+        elif r is Role.COORDINATOR and self.watch.coordinator is not None and sig is not None:
+            # a member-event signal (Stable): the broker that logged the group's latest coordinator
+            # line is the coordinator unless it moved since; cheaper than a FindCoordinator round trip
+            node = f"broker-{self.watch.coordinator}"
         elif r is Role.COORDINATOR:
             node = c.coordinator_of(run.group)
         elif r is Role.CONTROLLER:
@@ -233,10 +236,9 @@ class Nemesis:
             rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
             return []
         inject_ns = time.monotonic_ns()
-        with self._lock:  # effect_ns of the shared primitives belongs to this injection
-            self.prims.effect_ns = None
-            actives = self._inject(pf, nodes)
-            effect_ns = self.prims.effect_ns or time.monotonic_ns()
+        self.prims.effect_ns = None  # per thread: faults injected concurrently do not wait for each other
+        actives = self._inject(pf, nodes)
+        effect_ns = self.prims.effect_ns or time.monotonic_ns()
         rec.fired, rec.nodes = True, nodes
         rec.links = [l for a in actives for l in a.links]
         rec.start_s = self._rel_s(inject_ns)

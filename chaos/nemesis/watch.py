@@ -42,7 +42,10 @@ class LiveWatch:
         self.tails = {bid: _LogTail(p) for bid, p in broker_logs.items()}
         for tail in self.tails.values():  # only what happens from now on
             tail.offset = tail.path.stat().st_size if tail.path.exists() else 0
-        self.events = EventsDirTail(events_dir)
+        # members' events only: the producer's send_ok stream is large and carries no group state
+        self.events = EventsDirTail(events_dir, pattern="consumer-*.jsonl")
+        #: broker id that logged the group's most recent coordinator line
+        self.coordinator: int | None = None
         self.interval = interval
         self.signals: list[Signal] = []
         self.member_ids: dict[str, str] = {}   # member id -> worker name
@@ -80,6 +83,8 @@ class LiveWatch:
                     continue
                 clock = line_clock(line, wall_to_mono)
                 happened = min(clock[1], now) if clock else now
+                if parsed.event is not BrokerLogEvent.UNLOADING:
+                    self.coordinator = bid
                 if parsed.event is BrokerLogEvent.PREPARING_REBALANCE:
                     self._add(Signal("PreparingRebalance", parsed.generation, happened, now, bid, line=line))
                 elif parsed.event is BrokerLogEvent.STABILIZED:

@@ -139,6 +139,8 @@ class GroupObserver:
         self._next_offsets = 0.0
         self._stabilized: dict[int, int] = {}   # broker -> newest stabilized generation it logged
         self.samples = 0
+        #: CLOCK_MONOTONIC of the newest group_state event written
+        self.last_sample_ns = 0
         self.on_event: Callable[[object], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -206,9 +208,10 @@ class GroupObserver:
         now = time.monotonic()
         self.samples += 1
         if key != self._last_sample or now - self._last_emit >= 1.0:
-            self.events.emit(Kind.GROUP_STATE, group=self.group, state=state.value, coordinator=coordinator,
-                             protocol=protocol, generation=generation, members=members)
+            ev = self.events.emit(Kind.GROUP_STATE, group=self.group, state=state.value, coordinator=coordinator,
+                                  protocol=protocol, generation=generation, members=members)
             self._last_sample, self._last_emit = key, now
+            self.last_sample_ns = ev.mono_ns
 
     def _sample_offsets(self) -> None:
         try:

@@ -116,7 +116,8 @@ class WorkloadRun:
               len(self.admin.partitions(self.topic)) == self.spec.partitions else None,
               time.monotonic() + 30, f"topic {self.topic} to have leaders")
         broker_logs = {b.broker_id: self.cluster.log_path(b.node) for b in self.cluster.topology.brokers}
-        self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl")), self.group, self.topic,
+        # the observer's own admin client with a short timeout: a dead coordinator must not stall sampling
+        self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl"), timeout=1.5), self.group, self.topic,
                                       self.run_dir, broker_logs,
                                       interval=self.spec.observer_interval_ms / 1000).start()
         for name in self.member_specs:
@@ -218,6 +219,16 @@ class WorkloadRun:
         self.quiesce()
         self.final_read()
         return self.close()
+
+    def wait_observed(self, since_ns: int, timeout: float = 30.0) -> bool:
+        """Wait (bounded) until the observer has recorded the group after ``since_ns``: convergence
+        after a heal can only be judged on samples taken after it."""
+        deadline = time.monotonic() + timeout
+        while self.observer is not None and self.observer.last_sample_ns <= since_ns:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def quiesce(self) -> bool:
         """Stop producers, then wait until committed offsets reach every high watermark."""
