@@ -6,15 +6,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup setup-docker demo test test-fast bench clean
+.PHONY: setup setup-browser setup-docker demo test test-fast bench clean
 
 setup: $(STAMP)
 	@$(BIN)/chaos setup
 
+# headless Chromium for the report's rendering test (Debian package; root). Without it that one test
+# is skipped and says why.
+setup-browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
+	  echo "chromium unavailable: the report screenshot test will be skipped"
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
@@ -26,7 +34,7 @@ setup-docker: $(STAMP)
 	@scripts/docker-engine.sh install || echo "docker backend unavailable (see above): docker tests will be skipped"
 
 # the docker tests run with an engine of their own inside a network namespace of their own
-test: setup setup-docker
+test: setup setup-browser setup-docker
 	$(BIN)/python -m pytest --ignore=tests/docker
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
 

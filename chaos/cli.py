@@ -260,8 +260,10 @@ def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, a
 
 def _register_lazy_commands() -> None:
     from chaos.checkers.command import check
+    from chaos.report.command import report
 
     main.add_command(check)
+    main.add_command(report)
 
 
 _register_lazy_commands()

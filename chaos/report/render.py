@@ -15,7 +15,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "reports" / "templates" / "report.html"
+# packaged with the module (package data), so an installed kafka-chaos renders reports too
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "report.html"
 
 
 def _fmt(v: Any) -> str:
@@ -178,5 +179,5 @@ def page(**parts: str) -> str:
     if not TEMPLATE.is_file():
         from chaos.errors import UsageError
 
-        raise UsageError(f"{TEMPLATE}: report template missing; run from a kafka-chaos checkout (reports/templates)")
+        raise UsageError(f"{TEMPLATE}: report template missing; reinstall kafka-chaos")
     return Template(TEMPLATE.read_text()).substitute(**parts)
