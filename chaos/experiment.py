@@ -246,6 +246,8 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
             if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
                 raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
+            if f.type is FaultType.PARTITION and self.backend == "docker":
+                raise ValueError(f"faults.{i}: partition (broker<->broker) needs backend local")
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
         for i, c in enumerate(self.workload.consumers):

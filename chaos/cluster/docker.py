@@ -69,7 +69,12 @@ def default_docker_host() -> str:
 class DockerCluster(LocalCluster):
     """A real cluster of containers on host networking; use as a context manager (see module doc)."""
 
-    capabilities = frozenset(Capability)
+    # broker<->broker partitions match the sender by the group id the local backend gives each
+    # broker process; containers run with the image's ids, so that rule would not match
+    capabilities = frozenset(Capability) - {Capability.PAIR_PARTITION}
+
+    def partition(self, a: str, b: str) -> None:
+        raise UsageError(f"cannot partition {a} from {b}: pair-wise partitions need the local backend")
     backend_name = "docker"
 
     def __init__(self, spec: ClusterSpec | None = None, *, docker_host: str | None = None,
