@@ -172,18 +172,22 @@ def test_pairwise_partition_shrinks_the_isr_then_heals(kafka_cluster, workload):
     retry(lambda: True if all(p["leader"] >= 0 and len(p["isr"]) == 3
                               for p in kafka_cluster.admin.partitions(topic)) else None,
           time.monotonic() + 30, "full ISRs")
-    leader = kafka_cluster.leader_of(topic, 0)
-    peer = next(b for b in ("broker-1", "broker-2", "broker-3") if b != leader)
+    # neither side of the cut is the controller, so it still updates every broker's metadata
+    # (a broker cut from the controller would keep answering with a stale ISR)
+    controller = kafka_cluster.controller()
+    p = next(i for i in range(3) if kafka_cluster.leader_of(topic, i) != controller)
+    leader = kafka_cluster.leader_of(topic, p)
+    peer = next(b for b in ("broker-1", "broker-2", "broker-3") if b not in (leader, controller))
     pid = int(peer.split("-")[1])
     active = Primitives(kafka_cluster, workload).partition(leader, [peer])
     try:
         # the peer cannot fetch from the leader: after replica.lag.time.max.ms (5 s) it leaves the ISR
-        retry(lambda: True if pid not in kafka_cluster.admin.partitions(topic)[0]["isr"] else None,
-              time.monotonic() + 40, f"{peer} to drop out of the ISR of {topic}-0")
+        retry(lambda: True if pid not in kafka_cluster.admin.partitions(topic)[p]["isr"] else None,
+              time.monotonic() + 40, f"{peer} to drop out of the ISR of {topic}-{p}")
         # clients still reach both: a produce with acks=all succeeds on the shrunk ISR (min.insync.replicas=2)
-        assert kafka_cluster.produce_probe(topic, lane="lane0", partition=0, timeout=15) is not None
+        assert kafka_cluster.produce_probe(topic, lane="lane0", partition=p, timeout=15) is not None
     finally:
         active.heal()
     assert kafka_cluster.partition_rules() == []
-    retry(lambda: True if pid in kafka_cluster.admin.partitions(topic)[0]["isr"] else None,
+    retry(lambda: True if pid in kafka_cluster.admin.partitions(topic)[p]["isr"] else None,
           time.monotonic() + 60, f"{peer} back in the ISR")

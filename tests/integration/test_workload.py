@@ -60,15 +60,22 @@ def test_three_members_get_disjoint_assignments_in_one_generation_and_nothing_ac
 def test_members_leaving_and_joining_produce_revokes_and_increasing_generations(kafka_cluster, run_dir):
     spec = WorkloadSpec(partitions=6, duration_s=0, consumers=(ConsumerSpec(), ConsumerSpec()),
                         producers=(ProducerSpec(rate=100),))
+    def newest(name):
+        return max((e.generation or 0 for e in _events(run_dir, name) if e.kind is Kind.ASSIGNED), default=0)
+
     with WorkloadRun(kafka_cluster, spec, run_dir) as run:
         run.wait_assigned()
+        # both members in one generation before anything changes
+        retry(lambda: True if newest("consumer-0") == newest("consumer-1") > 0 else None,
+              time.monotonic() + 30, "both members in the same generation")
+        before = newest("consumer-0")
         run.kill_member("consumer-1", __import__("signal").SIGTERM)  # clean leave
-        retry(lambda: True if any(e.kind is Kind.ASSIGNED and e.generation and e.generation >= 2
-                                  for e in _events(run_dir, "consumer-0")) else None,
+        retry(lambda: True if newest("consumer-0") > before else None,
               time.monotonic() + 30, "a rebalance after the leave")
+        after_leave = newest("consumer-0")
         run.start_member("consumer-1")  # rejoin
-        retry(lambda: True if sum(e.kind is Kind.ASSIGNED for e in _events(run_dir, "consumer-1")) >= 2 else None,
-              time.monotonic() + 30, "consumer-1 assigned again")
+        retry(lambda: True if newest("consumer-0") > after_leave and newest("consumer-1") > after_leave else None,
+              time.monotonic() + 30, "a rebalance after the rejoin")
         run.quiesce()
         path = run.close()
     h = read_history(path)
