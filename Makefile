@@ -36,6 +36,9 @@ setup-docker: $(STAMP)
 # the docker tests run with an engine of their own inside a network namespace of their own
 test: setup setup-browser setup-docker
 	$(BIN)/python -m pytest --ignore=tests/docker
+	@# images are built in the root namespace (debootstrap needs Debian's mirror; the test namespace has
+	@# only loopback), into the engine's data root that the namespaced engine then uses
+	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
 
 test-fast: setup
