@@ -21,7 +21,7 @@ from typing import Callable
 
 from chaos.history.event import BrokerLogEvent, Kind
 from chaos.history.reader import EventsDirTail
-from chaos.workload.observer import LineParser, _LogTail, line_clock
+from chaos.workload.observer import CoordinatorLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +38,7 @@ class Signal:
 class LiveWatch:
     def __init__(self, group: str, broker_logs: dict[int, Path], events_dir: Path, interval: float = 0.005):
         self.group = group
-        self.parser = LineParser(group)
-        self.tails = {bid: _LogTail(p) for bid, p in broker_logs.items()}
-        for tail in self.tails.values():  # only what happens from now on
-            tail.offset = tail.path.stat().st_size if tail.path.exists() else 0
+        self.log = CoordinatorLog(group, broker_logs, from_end=True)
         # members' events only: the producer's send_ok stream is large and carries no group state
         self.events = EventsDirTail(events_dir, pattern="consumer-*.jsonl")
         #: broker id that logged the group's most recent coordinator line
@@ -75,23 +72,17 @@ class LiveWatch:
 
     def poll_once(self) -> None:
         now = time.monotonic_ns()
-        wall_to_mono = time.monotonic() - time.time()
-        for bid, tail in self.tails.items():
-            for line in tail.lines():
-                parsed = self.parser.parse(line)
-                if parsed is None:
-                    continue
-                clock = line_clock(line, wall_to_mono)
-                happened = min(clock[1], now) if clock else now
-                if parsed.event is not BrokerLogEvent.UNLOADING:
-                    self.coordinator = bid
-                if parsed.event is BrokerLogEvent.PREPARING_REBALANCE:
-                    self._add(Signal("PreparingRebalance", parsed.generation, happened, now, bid, line=line))
-                elif parsed.event is BrokerLogEvent.STABILIZED:
-                    self._add(Signal("CompletingRebalance", parsed.generation, happened, now, bid, line=line))
-                elif parsed.event is BrokerLogEvent.OTHER and parsed.member_id and "Assignment received" in line:
-                    self.group_leader = parsed.member_id
-                    self._add(Signal("leader", parsed.generation, happened, now, bid, parsed.member_id, line))
+        for bid, line, parsed, clock in self.log.read():
+            happened = min(clock[1], now) if clock else now
+            if parsed.event is not BrokerLogEvent.UNLOADING:
+                self.coordinator = bid
+            if parsed.event is BrokerLogEvent.PREPARING_REBALANCE:
+                self._add(Signal("PreparingRebalance", parsed.generation, happened, now, bid, line=line))
+            elif parsed.event is BrokerLogEvent.STABILIZED:
+                self._add(Signal("CompletingRebalance", parsed.generation, happened, now, bid, line=line))
+            elif parsed.event is BrokerLogEvent.OTHER and parsed.member_id and "Assignment received" in line:
+                self.group_leader = parsed.member_id
+                self._add(Signal("leader", parsed.generation, happened, now, bid, parsed.member_id, line))
         for ev in self.events.poll():
             if ev.kind is Kind.ASSIGNED:
                 if ev.member_id:

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from chaos.cluster.admin import ClusterAdmin
 from chaos.history.event import BrokerLogEvent, GroupState, Kind
@@ -118,6 +118,27 @@ class _LogTail:
         return [p.decode(errors="replace") for p in parts]
 
 
+class CoordinatorLog:
+    """Every broker's log, followed for one group's coordinator lines (the observer and the nemesis's
+    live watch both read it)."""
+
+    def __init__(self, group: str, broker_logs: dict[int, Path], from_end: bool = False):
+        self.parser = LineParser(group)
+        self.tails = {bid: _LogTail(p) for bid, p in broker_logs.items()}
+        if from_end:  # only what happens from now on
+            for tail in self.tails.values():
+                tail.offset = tail.path.stat().st_size if tail.path.exists() else 0
+
+    def read(self) -> Iterator[tuple[int, str, ParsedLine, tuple[float, int] | None]]:
+        """New group lines: (broker id, line, parsed, (ts, mono_ns) from the line's own stamp or None)."""
+        wall_to_mono = time.monotonic() - time.time()
+        for bid, tail in self.tails.items():
+            for line in tail.lines():
+                parsed = self.parser.parse(line)
+                if parsed is not None:
+                    yield bid, line, parsed, line_clock(line, wall_to_mono)
+
+
 class GroupObserver:
     """Runs in a thread of the runner; writes ``events/observer.jsonl``."""
 
@@ -129,8 +150,7 @@ class GroupObserver:
         self.events = EventWriter.for_run(run_dir, "observer")
         self.interval = interval
         self.offsets_interval = offsets_interval
-        self.parser = LineParser(group)
-        self.tails = {bid: _LogTail(p) for bid, p in broker_logs.items()}
+        self.log = CoordinatorLog(group, broker_logs)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_sample: tuple | None = None
@@ -168,19 +188,13 @@ class GroupObserver:
 
     # ------------------------------------------------------------ sources
     def _read_logs(self) -> None:
-        wall_to_mono = time.monotonic() - time.time()
-        for bid, tail in self.tails.items():
-            for line in tail.lines():
-                parsed = self.parser.parse(line)
-                if parsed is None:
-                    continue
-                clock = line_clock(line, wall_to_mono)
-                extra = {"ts": clock[0], "mono_ns": clock[1]} if clock else {}
-                if parsed.event is BrokerLogEvent.STABILIZED and parsed.generation is not None:
-                    self._stabilized[bid] = parsed.generation
-                self.events.emit(Kind.BROKER_LOG, broker=bid, group=self.group, event=parsed.event.value,
-                                 generation=parsed.generation, member_id=parsed.member_id,
-                                 line=line.strip()[:2000], **extra)
+        for bid, line, parsed, clock in self.log.read():
+            extra = {"ts": clock[0], "mono_ns": clock[1]} if clock else {}
+            if parsed.event is BrokerLogEvent.STABILIZED and parsed.generation is not None:
+                self._stabilized[bid] = parsed.generation
+            self.events.emit(Kind.BROKER_LOG, broker=bid, group=self.group, event=parsed.event.value,
+                             generation=parsed.generation, member_id=parsed.member_id,
+                             line=line.strip()[:2000], **extra)
 
     def _sample_group(self) -> None:
         try:
