@@ -46,6 +46,16 @@ def _proc_state(pid: int) -> str:
         return "gone"
 
 
+def _settled_state(pid: int, want: str, timeout: float = 2.0) -> str:
+    """The process state once it reads ``want`` (signals are delivered asynchronously), or the last seen."""
+    deadline = time.monotonic() + timeout
+    st = _proc_state(pid)
+    while st != want and st != "gone" and time.monotonic() < deadline:
+        time.sleep(0.01)
+        st = _proc_state(pid)
+    return st
+
+
 def _port_open(port: int) -> bool:
     try:
         with socket.create_connection((LOOPBACK, port), timeout=0.5):
@@ -133,7 +143,7 @@ class Primitives:
                     self.cluster.resume(node)
 
             def paused() -> Evidence:
-                st = _proc_state(pid)
+                st = _settled_state(pid, psutil.STATUS_STOPPED)
                 if not self._is_member(node) and self.cluster.backend_name == "docker":
                     # docker pause = cgroup freezer: frozen tasks show D, not T; the engine's State.Paused is the evidence
                     frozen = self.cluster.is_paused(node)
