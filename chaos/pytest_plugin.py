@@ -97,9 +97,11 @@ def kafka_cluster_spec(chaos_settings):
 
 @pytest.fixture(scope="session")
 def _chaos_pool(kafka_cluster_spec, chaos_settings):
+    from chaos.process import terminate_on_sigterm
     from chaos.runner import ClusterPool
 
-    with ClusterPool(backend=chaos_settings["backend"]) as pool:
+    # a CI runner's SIGTERM becomes SystemExit, so the clusters are stopped rather than orphaned
+    with terminate_on_sigterm(), ClusterPool(backend=chaos_settings["backend"]) as pool:
         yield pool
 
 
