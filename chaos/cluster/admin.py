@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+from kafka.protocol.metadata import MetadataRequest
 from kafka.errors import (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError,
                           TopicAlreadyExistsError)
 
@@ -97,6 +98,22 @@ class ClusterAdmin:
     def broker_ids(self) -> list[int]:
         """Brokers registered now (the metadata cache follows ZooKeeper's /brokers/ids)."""
         return sorted(b["node_id"] for b in self._metadata([])["brokers"])
+
+    def brokers_seen_by(self, broker_id: int) -> list[int]:
+        """The live brokers in ``broker_id``'s own metadata cache.
+
+        In ZooKeeper mode each broker learns who is alive only from the
+        controller's UpdateMetadata requests, and CreateTopics is judged on the
+        controller's cache ("Replication factor: 3 larger than available
+        brokers: 2"). Asking one broker tells nothing about another's view, so
+        a cluster is whole only when every broker sees every broker.
+        """
+        def ask(c: KafkaAdminClient) -> list[int]:
+            future = c._send_request_to_node(broker_id, MetadataRequest[1](topics=[]))
+            c._wait_for_futures([future])
+            return sorted(b["node_id"] for b in future.value.to_object()["brokers"])
+
+        return self._call(ask)
 
     def cluster(self) -> tuple[int | None, list[int]]:
         md = self._metadata([])
