@@ -46,6 +46,7 @@ class FaultType(StrEnum):
     PARTITION = "partition"           # broker<->broker traffic cut pair-wise at the network level (rules removed)
     ADD_PARTITIONS = "add_partitions"  # topic grows to partitions (permanent: not undoable in Kafka)
     ROLLING_RESTART = "rolling_restart"  # every broker (or member) restarted in turn
+    CHANGE_SUBSCRIPTION = "change_subscription"  # a member subscribes to `subscription` (back to the topic)
 
 
 #: faults that act on a process
@@ -159,10 +160,23 @@ class FaultSpec(_Strict):
     #: partition: the broker cut from the target — a node (broker-2) or a role (controller,
     #: coordinator, leader, random_broker); default: every other broker
     peer: str | None = None
+    #: change_subscription: the member's new subscription — ``topic`` (the workload topic) and/or
+    #: ``extra`` (a second topic of the run, created on first use, never produced to)
+    subscription: tuple[Literal["topic", "extra"], ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "FaultSpec":
         t, r = self.type, self.target
+        if t is FaultType.CHANGE_SUBSCRIPTION:
+            if r not in {Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER}:
+                raise ValueError("change_subscription applies to one member: target member, group_leader, random_member")
+            if not self.subscription or len(set(self.subscription)) != len(self.subscription):
+                raise ValueError("change_subscription needs subscription: a list of distinct topic, extra "
+                                 "(e.g. [topic, extra] to widen, [extra] to leave the workload topic)")
+            if set(self.subscription) == {"topic"}:
+                raise ValueError("subscription [topic] is the member's subscription already: add extra")
+        elif self.subscription is not None:
+            raise ValueError("subscription applies to type change_subscription only")
         if r in (Role.NODE, Role.MEMBER) and not self.node:
             raise ValueError(f"target {r.value} needs `node` (e.g. {'consumer-1' if r is Role.MEMBER else 'broker-2'})")
         if t is FaultType.BOUNCE and r not in MEMBER_ROLES:
@@ -248,6 +262,9 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
             if f.type is FaultType.PARTITION and self.backend == "docker":
                 raise ValueError(f"faults.{i}: partition (broker<->broker) needs backend local")
+            if f.type is FaultType.CHANGE_SUBSCRIPTION and any(c.client.value == "java" for c in self.workload.consumers):
+                raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
+                                 "subscribes once); use client confluent-kafka or kafka-python")
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
         for i, c in enumerate(self.workload.consumers):

@@ -3,8 +3,11 @@
 Each generation is judged once, on its first ``group_state`` sample in state
 Stable whose assignment is complete (every partition of the group's topics
 owned; a cooperative-sticky generation that only revoked partitions, KIP-429's
-first phase, is incomplete and skipped). Members are assumed to subscribe to
-the same topics (the workers do).
+first phase, is incomplete and skipped). The properties below are documented
+for members with one common subscription: a generation whose members
+subscribe to different topics (a change_subscription fault; the subscriptions
+come from the coordinator's DescribeGroups) is skipped and counted, and
+stickiness is not judged across a change of the group's subscriptions.
 
 - ``roundrobin`` (RoundRobinAssignor): owned-partition counts differ by at most 1.
 - ``range`` (RangeAssignor): per topic, each member gets floor(n/m) or
@@ -35,7 +38,6 @@ _STICKY = ("sticky", "cooperative-sticky")
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
-    parts = idx.group_partitions()
 
     judged_gens: dict[str, set] = {}
     previous: dict[str, tuple[int, dict[str, set], int]] = {}  # group -> (seq, member -> partitions, mono_ns)
@@ -44,19 +46,28 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         lost_at.setdefault(e.group, []).append(e.mono_ns)
     judged = 0
     skipped_after_loss = 0
+    mixed: set[tuple[str, int]] = set()
+    subscriptions: dict[str, frozenset[str]] = {}  # group -> topics subscribed at its previous judged generation
     for s in idx.of(GroupStateSample):
         if s.state is not GroupState.STABLE or s.generation is None or not s.members:
             continue
         done = judged_gens.setdefault(s.group, set())
         if s.generation in done:
             continue
-        expected = parts.get(s.group, set())
+        if len({m.subscription for m in s.members}) > 1:
+            mixed.add((s.group, s.generation))  # members disagree: no documented balance property applies
+            continue
+        expected = idx.subscribed(s)
         owned = {m.member_id: set(m.assignment) for m in s.members}
         covered = set().union(*owned.values())
         if covered != expected:
             continue  # incomplete (cooperative first phase) or unknown partitions: not judged
         done.add(s.generation)
         judged += 1
+        topics = frozenset(s.members[0].subscription)
+        if subscriptions.get(s.group, topics) != topics:
+            previous.pop(s.group, None)  # other topics now: nothing to stick to
+        subscriptions[s.group] = topics
         proto = (s.protocol or "").lower()
         where = f"group {s.group} generation {s.generation} ({proto})"
         counts = {m: len(p) for m, p in owned.items()}
@@ -86,6 +97,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                                       prev[0], s.seq)
             previous[s.group] = (s.seq, owned, s.mono_ns)
     metrics = {"generations_judged": judged, "stickiness_skipped_after_lost": skipped_after_loss,
+               "skipped_mixed_subscriptions": len(mixed),
                "violations": log.violation_count}
     return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
                       f"{log.violation_count} assignor property violation(s)", metrics)

@@ -10,7 +10,11 @@ Comparisons between two commits and between two samples are strict (each
 source is sequential). Between a commit and a sample the order of recording
 can differ from the order at the coordinator (the OffsetFetch may have been
 answered before the commit was accepted), so those pairs must be more than
-the clock slack apart to count. Offsets < 0 in samples mean "no committed
+the clock slack apart to count; a commit counts as observed when it was
+*answered* (``answered_ns``), since the coordinator may apply it at any time
+between send and answer — a commit sent to a coordinator that dies is retried
+at the next one, and a sample taken before that answer may still show the
+older offset. Offsets < 0 in samples mean "no committed
 offset" and are ignored. A ``fault_start`` whose type mentions ``reset``
 (an explicit offset reset in the schedule) restarts the comparison.
 """
@@ -50,7 +54,11 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             is_sample = False
         else:
             is_sample = True
-        ns = e.mono_ns
+        # the interval in which the coordinator applied it: [ns, late]; as the earlier of two
+        # observations a commit counts at its answer, as the later one at its send
+        ns = late = e.mono_ns
+        if not is_sample and e.answered_ns is not None and e.answered_ns > ns:
+            late = e.answered_ns
         seq = e.seq
         group = e.group
         for topic, part, value in e.offsets:
@@ -64,7 +72,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if value >= st[4]:
                 if value > st[4]:
                     st[4] = value
-                    st[5].append(ns)
+                    # rise times stay sorted for the bisect: a rise recorded later than it happened
+                    # (an answer that overtook the stream's send order) can only hide, never invent, a move
+                    st[5].append(late if not st[5] or late >= st[5][-1] else st[5][-1])
                     st[6].append(value)
                     st[7].append(seq)
                 if is_sample:

@@ -11,7 +11,8 @@ KIP-62, for members to rejoin), each group must be observed by a
 - Stable,
 - lists every partition of the group's topics in exactly one member's
   assignment (the partitions known from assignments, samples and produced
-  records),
+  records; when the sample carries the members' subscriptions, only topics
+  some member subscribes to then),
 - and lists only live members (a member id reported by a running member; a
   killed member's id lingering in the group means it has not been evicted yet);
 
@@ -119,7 +120,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if e.mono_ns < t0 or e.group in recovered:
                 continue
             samples_after[e.group] = samples_after.get(e.group, 0) + 1
-            problem = _problem(e, parts.get(e.group, set()), live, group_of)
+            problem = _problem(e, idx.subscribed(e), live, group_of)
             last_sample[e.group] = (e.mono_ns, e.seq, problem or "")
             if problem is None:
                 recovered[e.group] = (e.mono_ns, e.seq)

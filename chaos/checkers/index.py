@@ -88,6 +88,21 @@ class HistoryIndex:
             got = self._cache["group_partitions"] = {g: frozenset(tps) for g, tps in parts.items()}
         return got
 
+    def subscribed(self, s: GroupStateSample) -> frozenset[tuple[str, int]]:
+        """The group's partitions that this sample's members subscribe to.
+
+        When the sample carries the members' subscriptions (the coordinator's
+        copy of their JoinGroup metadata), only partitions of topics someone
+        subscribes to *now* must be owned: a topic a member subscribed to for
+        a while (change_subscription fault) and left again has no owner, as it
+        should. Without recorded subscriptions: all of the group's partitions.
+        """
+        parts = self.group_partitions().get(s.group, frozenset())
+        topics = {t for m in s.members for t in m.subscription}
+        if not topics:
+            return parts
+        return frozenset(tp for tp in parts if tp[0] in topics)
+
     def membership(self) -> list[Event]:
         return self.stream(MEMBERSHIP_TYPES)
 

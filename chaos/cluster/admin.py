@@ -36,6 +36,14 @@ T = TypeVar("T")
 API_VERSION = (2, 8)
 
 
+#: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE: transient while a topic is being created
+_NOT_YET = {3, 5}
+
+
+class MetadataPending(Exception):
+    """The metadata is not there *yet* (not an infrastructure failure): ask again."""
+
+
 class ClusterAdmin:
     """Admin operations against one cluster; each request is bounded by ``timeout``.
 
@@ -125,6 +133,9 @@ class ClusterAdmin:
         md = self._metadata([topic])
         for t in md["topics"]:
             if t["topic"] == topic:
+                if t["error_code"] in _NOT_YET:
+                    # a topic just created is not in every broker's metadata cache at once: callers retry
+                    raise MetadataPending(f"metadata for topic {topic}: error code {t['error_code']}")
                 if t["error_code"] != 0:
                     raise InfrastructureError(f"metadata for topic {topic}: error code {t['error_code']}")
                 return sorted(t["partitions"], key=lambda p: p["partition"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -241,7 +241,10 @@ class Commit(Event):
     """An OffsetCommit and its outcome; offsets are *next* offsets to read (Kafka convention).
 
     ``ts``/``mono_ns`` are when the commit was *sent* (the coordinator judges it between then and its
-    answer), except auto commits, stamped when the client reported them.
+    answer), except auto commits, stamped when the client reported them. ``answered_ns`` is when the
+    outcome arrived (None: the same instant as ``mono_ns``, or never — a killed member's ``unknown``).
+    A commit took effect at the coordinator somewhere in [mono_ns, answered_ns]: a librdkafka commit
+    sent to a coordinator that then dies is retried at the next one and answered seconds later.
     """
 
     group: str
@@ -252,6 +255,7 @@ class Commit(Event):
     error_code: int | None
     error_name: str | None
     auto: bool
+    answered_ns: int | None = None
     kind: ClassVar[Kind] = Kind.COMMIT
 
 
@@ -285,6 +289,9 @@ class GroupMember:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    #: topics in the member's JoinGroup metadata (ConsumerProtocolSubscription), as the coordinator
+    #: holds it; () when not recorded (histories before this field, or an undecodable protocol)
+    subscription: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,8 +532,15 @@ def _members(v: Any, name: str) -> tuple[GroupMember, ...]:
             client_id=_str(m["client_id"], "client_id"),
             host=_str(m["host"], "host"),
             assignment=_tp_list(m["assignment"], "assignment"),
+            subscription=_subscription(m.get("subscription", []), f"{name}[{i}].subscription"),
         ))
     return tuple(out)
+
+
+def _subscription(v: Any, name: str) -> tuple[str, ...]:
+    if type(v) is not list or any(type(t) is not str or not t for t in v):
+        raise _fail(name, "a list of topic names", v)
+    return tuple(v)
 
 
 _OPT_INT = _optional(_int)
@@ -544,6 +558,7 @@ _CONVERTERS: dict[str, Converter] = {
     "coordinator": _OPT_INT, "protocol": _OPT_STR, "members": _members, "broker": _int, "line": _str,
     "fault_id": _str, "fault_type": _str, "target_role": _str, "node": _OPT_STR, "params": _obj,
     "trigger": _str, "ok": _bool, "evidence": _str, "records": _po_list, "auto": _bool,
+    "answered_ns": _OPT_INT,
 }
 # Field names whose converter differs by kind.
 _KIND_OVERRIDES: dict[Kind, dict[str, Converter]] = {
@@ -565,12 +580,16 @@ _KIND_OVERRIDES: dict[Kind, dict[str, Converter]] = {
 }
 
 
-def _plan(cls: type[Event]) -> tuple[tuple[str, Converter], ...]:
+def _plan(cls: type[Event]) -> tuple[tuple[str, Converter, Any], ...]:
+    """(field, converter, default) per field; default is _REQUIRED unless the field was added later
+    with a default, so histories written before it still read."""
     overrides = _KIND_OVERRIDES.get(cls.kind, {})
-    return tuple((f.name, overrides.get(f.name) or _CONVERTERS[f.name]) for f in fields(cls))
+    return tuple((f.name, overrides.get(f.name) or _CONVERTERS[f.name],
+                  _REQUIRED if f.default is MISSING else f.default) for f in fields(cls))
 
 
-_PLANS: dict[str, tuple[type[Event], tuple[tuple[str, Converter], ...], frozenset[str]]] = {
+_REQUIRED = object()
+_PLANS: dict[str, tuple[type[Event], tuple[tuple[str, Converter, Any], ...], frozenset[str]]] = {
     kind.value: (cls, _plan(cls), frozenset(f.name for f in fields(cls)) | {"kind"})
     for kind, cls in EVENT_CLASS.items()
 }
@@ -589,13 +608,18 @@ def from_dict(d: Mapping[str, Any]) -> Event:
         raise SchemaError(f"unknown kind {kind!r}; known kinds: {_KINDS_TEXT}")
     cls, steps, allowed = plan
     values = []
-    for name, conv in steps:
+    present = 1  # "kind"
+    for name, conv, default in steps:
         try:
             raw = d[name]
         except KeyError:
-            raise SchemaError(f"{kind} event is missing field {name!r}") from None
+            if default is _REQUIRED:
+                raise SchemaError(f"{kind} event is missing field {name!r}") from None
+            values.append(default)
+            continue
+        present += 1
         values.append(conv(raw, name))
-    if len(d) != len(allowed):
+    if len(d) != present:
         extra = sorted(d.keys() - allowed)
         if extra:
             raise SchemaError(f"{kind} event has unknown field(s) {', '.join(map(repr, extra))}")
@@ -609,6 +633,8 @@ def to_dict(event: Event) -> dict[str, Any]:
     for f in fields(event):
         if f.name not in out:
             value = getattr(event, f.name)
+            if f.default is not MISSING and value == f.default:
+                continue  # a later, optional field left at its default: the line reads the same as before it
             if f.name == "members":
                 value = [_member_dict(m) for m in value]
             out[f.name] = value
@@ -616,8 +642,11 @@ def to_dict(event: Event) -> dict[str, Any]:
 
 
 def _member_dict(m: GroupMember) -> dict[str, Any]:
-    return {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
-            "host": m.host, "assignment": m.assignment}
+    out = {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+           "host": m.host, "assignment": m.assignment}
+    if m.subscription:
+        out["subscription"] = list(m.subscription)
+    return out
 
 
 def to_json(event: Event) -> bytes:

@@ -258,6 +258,50 @@ class Primitives:
 
         return Active([self.run.topic], lambda: None, grown, grown)
 
+    def _subscription_at_coordinator(self, member: str, topics: list[str], timeout: float) -> Evidence:
+        """Wait (bounded) until the coordinator's DescribeGroups lists ``member`` subscribed to ``topics``.
+
+        The subscription travels in the member's JoinGroup metadata, so the
+        coordinator holds it only after the member rejoined; the member is
+        recognised by its client id (the worker name).
+        """
+        deadline = time.monotonic() + timeout
+        seen: list[list[str]] = []
+        while True:
+            try:
+                info = self.run.admin.describe_group(self.run.group)
+                seen = [sorted(getattr(getattr(m, "member_metadata", None), "subscription", None) or [])
+                        for m in info.members if m.client_id == member]
+            except Exception:  # noqa: BLE001 - coordinator moving: ask again
+                seen = []
+            if sorted(topics) in seen:
+                return True, f"coordinator lists {member} subscribed to {sorted(topics)}"
+            if time.monotonic() >= deadline:
+                return False, f"coordinator lists {member} subscribed to {seen or 'nothing'}, not {sorted(topics)}"
+            time.sleep(0.2)
+
+    def change_subscription(self, member: str, tokens: tuple[str, ...]) -> Active:
+        """Member ``member`` subscribes to ``tokens`` (topic/extra) instead of the workload topic; heal restores it."""
+        if not self._alive(member):
+            raise InfrastructureError(f"{member} is not running: its subscription cannot change")
+        names = {"topic": self.run.topic, "extra": self.run.extra_topic}
+        topics = [names[t] for t in tokens]
+        self.run.change_subscription(member, topics)
+        self.effect_ns = time.monotonic_ns()
+        # a rejoin takes one rebalance: bounded by the member's session timeout plus a margin
+        bound = self.run.member_specs[member].session_timeout_ms / 1000 + 15
+
+        def heal() -> None:
+            if self._alive(member):
+                self.run.change_subscription(member, [self.run.topic])
+
+        def healed() -> Evidence:
+            if not self._alive(member):
+                return True, f"{member} not running: it restarts with the workload topic only"
+            return self._subscription_at_coordinator(member, [self.run.topic], bound)
+
+        return Active([member], heal, lambda: self._subscription_at_coordinator(member, topics, bound), healed)
+
     def rolling_restart(self, nodes: list[str], gap_s: float, cancelled) -> Active:
         done = []
         for node in nodes:

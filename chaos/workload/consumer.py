@@ -85,7 +85,8 @@ class ClientAdapter(Protocol):
     name: str
     version: str
 
-    def subscribe(self, topic: str, callbacks: Callbacks) -> None: ...
+    def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
+        """Subscribe to ``topics``; a second call replaces the subscription (and rejoins the group)."""
     def poll(self, max_records: int, timeout: float) -> list[Record]: ...
     def group_view(self) -> tuple[int | None, str | None]:
         """(generation, member id) as the library itself reports it now."""
@@ -141,6 +142,11 @@ def inflight_path(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / "workers" / f"{name}.inflight.json"
 
 
+def subscription_path(run_dir: str | Path, name: str) -> Path:
+    """Where the runner asks a member for another subscription: a JSON list of topics, then SIGUSR1."""
+    return Path(run_dir) / "workers" / f"{name}.subscription.json"
+
+
 class Member:
     """The processing loop of one group member (see module docstring)."""
 
@@ -155,6 +161,7 @@ class Member:
         self.processed: dict[TP, int] = {}   # next offset to read, per partition processed so far
         self.committed: dict[TP, int] = {}
         self.stopping = False
+        self.resubscribe = False  # set by SIGUSR1: read subscription_path and subscribe to it
         self.seen = 0
         self.handler = _load_handler(cfg.handler)
         self.inflight = InflightCommits(inflight_path(cfg.run_dir, cfg.name))
@@ -216,7 +223,8 @@ class Member:
         def record(result: CommitResult) -> None:
             self.events.emit(Kind.COMMIT, mono_ns=sent_ns, ts=sent_ts, group=self.cfg.group,
                              offsets=[list(o) for o in offsets], outcome=result.outcome.value,
-                             error_code=result.error_code, error_name=result.error_name, auto=False, **view)
+                             error_code=result.error_code, error_name=result.error_name, auto=False,
+                             answered_ns=time.monotonic_ns(), **view)
             self.inflight.done(token)
             if result.outcome is Outcome.OK:
                 for t, p, o in offsets:
@@ -244,10 +252,28 @@ class Member:
             self.events.emit(Kind.CONSUMED, group=self.cfg.group, topic=topic, partition=partition,
                              offsets=offsets, **view)
 
+    def _change_subscription(self) -> None:
+        """Subscribe to the topics the runner wrote (the change-subscription fault).
+
+        The new subscription reaches the coordinator in the member's next
+        JoinGroup; the revocations and assignments that follow are recorded by
+        the callbacks as usual. Queued records of topics no longer subscribed
+        are kept until revoked, like any owned partition's.
+        """
+        self.resubscribe = False
+        try:
+            topics = [str(t) for t in orjson.loads(subscription_path(self.cfg.run_dir, self.cfg.name).read_bytes())]
+        except (FileNotFoundError, orjson.JSONDecodeError, TypeError) as exc:
+            self.error(f"subscription change ignored: {exc}", None, None, False)
+            return
+        self.client.subscribe(topics, self)
+
     def run(self) -> None:
         spec = self.spec
-        self.client.subscribe(self.cfg.topic, self)
+        self.client.subscribe([self.cfg.topic], self)
         while not self.stopping:
+            if self.resubscribe:
+                self._change_subscription()
             room = max(1, spec.max_records - len(self.queue))
             for rec in self.client.poll(room, 0.0 if self.queue else 0.2):
                 self.queue.append(rec)
@@ -302,8 +328,12 @@ def run_consumer(cfg: WorkerConfig) -> int:
     def stop(*_):
         member.stopping = True
 
+    def resubscribe(*_):
+        member.resubscribe = True
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, resubscribe)
     events.emit(Kind.MEMBER_START, group=cfg.group, client=client.name, client_version=client.version,
                 instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
                 commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,

@@ -213,12 +213,18 @@ class GroupObserver:
                 a = getattr(m, "member_assignment", None)
                 for topic, parts in getattr(a, "assignment", None) or []:
                     assignment.extend([topic, p] for p in sorted(parts))
-                members.append({"member_id": m.member_id, "instance_id": None, "client_id": m.client_id,
-                                "host": m.client_host, "assignment": sorted(assignment)})
+                entry = {"member_id": m.member_id, "instance_id": None, "client_id": m.client_id,
+                         "host": m.client_host, "assignment": sorted(assignment)}
+                # the coordinator's copy of the member's JoinGroup subscription: who asked for which topics
+                topics = getattr(getattr(m, "member_metadata", None), "subscription", None)
+                if topics:
+                    entry["subscription"] = sorted(topics)
+                members.append(entry)
             members.sort(key=lambda m: m["member_id"])
         generation = self._stabilized.get(coordinator) if coordinator is not None else None
-        key = (state, coordinator, protocol, generation, tuple((m["member_id"], tuple(map(tuple, m["assignment"])))
-                                                          for m in members))
+        key = (state, coordinator, protocol, generation,
+               tuple((m["member_id"], tuple(map(tuple, m["assignment"])), tuple(m.get("subscription", ())))
+                     for m in members))
         now = time.monotonic()
         self.samples += 1
         if key != self._last_sample or now - self._last_emit >= 1.0:

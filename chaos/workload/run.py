@@ -35,7 +35,7 @@ from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.process import ManagedProcess, Session
-from chaos.workload.consumer import InflightCommits, inflight_path
+from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
 from chaos.workload.spec import ConsumerSpec, ProducerSpec, WorkerConfig
 
@@ -180,6 +180,22 @@ class WorkloadRun:
             proc.terminate(grace=30)
         else:
             proc.signal(sig)
+
+    @property
+    def extra_topic(self) -> str:
+        """The second topic a change-subscription fault may add (created on first use, never produced to)."""
+        return f"{self.topic}-extra"
+
+    def change_subscription(self, name: str, topics: list[str]) -> None:
+        """Ask member ``name`` to subscribe to ``topics`` instead (written to its side file, then SIGUSR1)."""
+        if self.extra_topic in topics:
+            self.admin.create_topic(self.extra_topic, self.spec.partitions,
+                                    min(self.spec.replication, self.cluster.spec.brokers))
+        path = subscription_path(self.run_dir, name)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(topics)))
+        tmp.replace(path)  # the member never reads a half-written file
+        self.members[name].signal(signal.SIGUSR1)
 
     def _record_stop(self, name: str, sig: str) -> None:
         """Write, for a member that died without a word, its in-flight commits (unknown) and its stop."""

@@ -85,11 +85,12 @@ class ConfluentClient:
         if err.fatal() or err.code() == KafkaError._FATAL:
             self._fatal = err
 
-    def subscribe(self, topic: str, callbacks: Callbacks) -> None:
+    def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
+        # called again with other topics, librdkafka replaces the subscription and rejoins the group
         self._callbacks = callbacks
         incremental = self.spec.protocol is RebalanceProtocol.COOPERATIVE
         self._consumer.subscribe(
-            [topic],
+            list(topics),
             on_assign=lambda c, ps: callbacks.assigned(self._tps(ps), incremental),
             on_revoke=lambda c, ps: callbacks.revoked(self._tps(ps), incremental),
             on_lost=lambda c, ps: callbacks.lost(self._tps(ps)),

@@ -159,9 +159,10 @@ class KafkaPythonClient:
         coordinator._send_offset_commit_request = recorded_send
 
     # ------------------------------------------------------------ ClientAdapter
-    def subscribe(self, topic: str, callbacks: Callbacks) -> None:
+    def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
+        # called again with other topics, the coordinator's metadata changes and the member rejoins
         self._callbacks = callbacks
-        self._consumer.subscribe([topic], listener=_Listener(callbacks))
+        self._consumer.subscribe(list(topics), listener=_Listener(callbacks))
 
     def poll(self, max_records: int, timeout: float) -> list[Record]:
         batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)

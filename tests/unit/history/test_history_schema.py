@@ -123,3 +123,24 @@ def test_header():
     with pytest.raises(SchemaError, match="missing field 'configs'"):
         header_from_dict({"header": True, "schema_version": 1, "run_id": "r", "seed": 3, "experiment": {},
                           "versions": {}})
+
+
+def test_commit_answer_time_is_optional_and_round_trips():
+    old = from_dict(make("commit"))
+    assert old.answered_ns is None
+    d = make("commit", answered_ns=99)
+    ev = from_dict(d)
+    assert ev.answered_ns == 99 and orjson.loads(to_json(ev)) == d
+    with pytest.raises(SchemaError, match="answered_ns"):
+        from_dict(make("commit", answered_ns="soon"))
+
+
+def test_group_member_subscription_is_optional_and_validated():
+    sample = make("group_state")
+    member = dict(sample["members"][0])
+    assert from_dict(sample).members[0].subscription == ()
+    ev = from_dict({**sample, "members": [{**member, "subscription": ["t", "x"]}]})
+    assert ev.members[0].subscription == ("t", "x")
+    assert orjson.loads(to_json(ev))["members"][0]["subscription"] == ["t", "x"]
+    with pytest.raises(SchemaError, match="subscription"):
+        from_dict({**sample, "members": [{**member, "subscription": "t"}]})
