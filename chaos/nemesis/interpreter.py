@@ -69,6 +69,8 @@ class Nemesis:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "Nemesis":
+        if any(pf.spec.subscription and "extra" in pf.spec.subscription for pf in self.planned):
+            self.run.create_extra_topic()  # not inside a fault's trigger-to-effect time
         self._t0_ns = time.monotonic_ns()
         self.watch.start()
         for pf in self.planned:

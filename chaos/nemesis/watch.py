@@ -38,7 +38,9 @@ class Signal:
 class LiveWatch:
     def __init__(self, group: str, broker_logs: dict[int, Path], events_dir: Path, interval: float = 0.005):
         self.group = group
-        self.log = CoordinatorLog(group, broker_logs, from_end=True)
+        # from the start of the logs: the group's coordinator and leader chosen during warm-up are
+        # needed to resolve roles at the first fault (older groups' lines are filtered by name)
+        self.log = CoordinatorLog(group, broker_logs)
         # members' events only: the producer's send_ok stream is large and carries no group state
         self.events = EventsDirTail(events_dir, pattern="consumer-*.jsonl")
         #: broker id that logged the group's most recent coordinator line
@@ -53,6 +55,7 @@ class LiveWatch:
         self._thread = threading.Thread(target=self._run, name="live-watch", daemon=True)
 
     def start(self) -> "LiveWatch":
+        self.poll_once()  # catch up on warm-up before the first trigger can fire
         self._thread.start()
         return self
 

@@ -82,6 +82,7 @@ class WorkloadRun:
         self.handler = handler
         self.session: Session | None = None
         self.members: dict[str, ManagedProcess] = {}
+        self._extra_created = False
         self.producers: dict[str, ManagedProcess] = {}
         self.member_specs: dict[str, ConsumerSpec] = {f"consumer-{i}": c for i, c in enumerate(spec.consumers)}
         self.producer_specs: dict[str, ProducerSpec] = {f"producer-{i}": p for i, p in enumerate(spec.producers)}
@@ -186,11 +187,17 @@ class WorkloadRun:
         """The second topic a change-subscription fault may add (created on first use, never produced to)."""
         return f"{self.topic}-extra"
 
+    def create_extra_topic(self) -> None:
+        """Create :attr:`extra_topic` (idempotent); the nemesis does it before the chaos phase."""
+        if not self._extra_created:
+            self.admin.create_topic(self.extra_topic, self.spec.partitions,
+                                    min(self.spec.replication, self.cluster.spec.brokers))
+            self._extra_created = True
+
     def change_subscription(self, name: str, topics: list[str]) -> None:
         """Ask member ``name`` to subscribe to ``topics`` instead (written to its side file, then SIGUSR1)."""
         if self.extra_topic in topics:
-            self.admin.create_topic(self.extra_topic, self.spec.partitions,
-                                    min(self.spec.replication, self.cluster.spec.brokers))
+            self.create_extra_topic()
         path = subscription_path(self.run_dir, name)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(sorted(topics)))
