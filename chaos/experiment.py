@@ -47,6 +47,7 @@ class FaultType(StrEnum):
     ADD_PARTITIONS = "add_partitions"  # topic grows to partitions (permanent: not undoable in Kafka)
     ROLLING_RESTART = "rolling_restart"  # every broker (or member) restarted in turn
     CHANGE_SUBSCRIPTION = "change_subscription"  # a member subscribes to `subscription` (back to the topic)
+    DISCONNECT = "disconnect"         # docker network disconnect of a node (connected again, same address)
 
 
 #: faults that act on a process
@@ -190,6 +191,9 @@ class FaultSpec(_Strict):
         if t in LINK_FAULTS and r in (Role.TOPIC, Role.ALL_BROKERS, Role.ALL_MEMBERS, Role.ZOOKEEPER_QUORUM):
             raise ValueError(f"link faults need one node or member as target, not {r.value}")
         broker_roles = {Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE}
+        if t is FaultType.DISCONNECT and r not in broker_roles:
+            raise ValueError("disconnect takes a cluster node off its network: target coordinator, controller, "
+                             "leader, random_broker or a node (broker-N, zk-N)")
         if t is FaultType.PARTITION:
             if r not in broker_roles or (r is Role.NODE and not str(self.node).startswith("broker-")):
                 raise ValueError("partition cuts brokers from brokers: target coordinator, controller, leader, "
@@ -260,8 +264,9 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
             if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
                 raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
-            if f.type is FaultType.PARTITION and self.backend == "docker":
-                raise ValueError(f"faults.{i}: partition (broker<->broker) needs backend local")
+            if f.type is FaultType.DISCONNECT and self.backend != "docker":
+                raise ValueError(f"faults.{i}: disconnect needs backend docker (a container network to leave); "
+                                 "for the local backend use link_down on the node's links")
             if f.type is FaultType.CHANGE_SUBSCRIPTION and any(c.client.value == "java" for c in self.workload.consumers):
                 raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
                                  "subscribes once); use client confluent-kafka or kafka-python")
@@ -276,6 +281,13 @@ class Experiment(_Strict):
         if self.workload.replication > self.cluster.brokers:
             raise ValueError(f"workload.replication={self.workload.replication} exceeds cluster.brokers={self.cluster.brokers}")
         return self
+
+    def required_capabilities(self) -> dict[str, "Capability"]:
+        """Fault type -> the backend capability it needs beyond the basic process and link faults."""
+        from chaos.cluster.backend import Capability
+
+        need = {FaultType.PARTITION: Capability.PAIR_PARTITION, FaultType.DISCONNECT: Capability.NETWORK_DISCONNECT}
+        return {f.type.value: need[f.type] for f in self.faults if f.type in need}
 
     def with_overrides(self, **fields: Any) -> "Experiment":
         data = self.model_dump()

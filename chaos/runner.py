@@ -123,6 +123,10 @@ class ClusterPool:
 
 def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -> Path:
     """One run of ``exp`` on a started cluster; returns the run directory (history merged)."""
+    for fault, cap in exp.required_capabilities().items():
+        if cap not in cluster.capabilities:
+            raise UsageError(f"{exp.name}: fault {fault} needs {cap.value}, which this {cluster.backend_name} "
+                             f"cluster lacks ({_why_not(cluster, cap)})")
     planned = plan(exp, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "schedule.json").write_text(json.dumps(timeline(planned), indent=1))
@@ -145,6 +149,18 @@ def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -
         run.quiesce()
         run.final_read()
     return run_dir
+
+
+def _why_not(cluster, cap) -> str:
+    from chaos.cluster import firewall
+    from chaos.cluster.backend import Capability
+
+    if cluster.backend_name == "docker":
+        return "the docker backend has it only on its own network: run inside the engine's namespace, " \
+               "`scripts/docker-engine.sh run --netns NAME -- chaos run ...`"
+    if cap is Capability.PAIR_PARTITION:
+        return firewall.unavailable_reason() or "unavailable"
+    return "local processes share one network: use --backend docker"
 
 
 def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path, index: int = 0) -> RunOutcome:

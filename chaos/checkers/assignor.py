@@ -19,7 +19,9 @@ stickiness is not judged across a change of the group's subscriptions.
   assignment never needs to take more than that from it). Not judged across a
   ``lost`` event: partitions a member lost (KIP-429 ``onPartitionsLost``, e.g.
   after a failed SyncGroup when the coordinator died) are no longer in its
-  owned-partitions metadata, so no assignor can stick to them.
+  owned-partitions metadata, so no assignor can stick to them. Nor across a
+  generation in between that moved partitions but was never sampled complete
+  (a short generation during a fault): the assignor stuck to that one.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import GroupState, GroupStateSample, History, Lost
+from chaos.history import Assigned, GroupState, GroupStateSample, History, Lost
 
 NAME = CheckerName.ASSIGNOR
 
@@ -44,8 +46,16 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     lost_at: dict[str, list[int]] = {}
     for e in idx.of(Lost):
         lost_at.setdefault(e.group, []).append(e.mono_ns)
+    # (group, generation) -> did any member gain partitions in it? (cooperative revocation-only
+    # generations gain none, KIP-429); a generation with no assigned event at all is absent
+    gained: dict[tuple[str, int], bool] = {}
+    for e in idx.of(Assigned):
+        if e.generation is not None:
+            key = (e.group, e.generation)
+            gained[key] = gained.get(key, False) or bool(e.partitions)
     judged = 0
     skipped_after_loss = 0
+    skipped_gap = 0
     mixed: set[tuple[str, int]] = set()
     subscriptions: dict[str, frozenset[str]] = {}  # group -> topics subscribed at its previous judged generation
     for s in idx.of(GroupStateSample):
@@ -82,6 +92,11 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if prev is not None and any(prev[2] < t <= s.mono_ns for t in lost_at.get(s.group, ())):
                 skipped_after_loss += 1
                 prev = None
+            if prev is not None and any(gained.get((s.group, g), True) for g in range(prev[3] + 1, s.generation)):
+                # a generation in between moved partitions (or was never seen): the assignor stuck to
+                # *that* assignment, which no sample showed complete, not to the one judged before
+                skipped_gap += 1
+                prev = None
             if prev is not None:
                 n, m = len(expected), len(owned)
                 floor = n // m
@@ -95,9 +110,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                         log.violation(f"{where}: {member} kept {kept} of its {len(before)} partitions although a "
                                       f"balanced assignment lets it keep {need} (moved {', '.join(map(fmt_tp, moved[:4]))})",
                                       prev[0], s.seq)
-            previous[s.group] = (s.seq, owned, s.mono_ns)
+            previous[s.group] = (s.seq, owned, s.mono_ns, s.generation)
     metrics = {"generations_judged": judged, "stickiness_skipped_after_lost": skipped_after_loss,
-               "skipped_mixed_subscriptions": len(mixed),
+               "skipped_mixed_subscriptions": len(mixed), "stickiness_skipped_unseen_generation": skipped_gap,
                "violations": log.violation_count}
     return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
                       f"{log.violation_count} assignor property violation(s)", metrics)

@@ -38,6 +38,7 @@ class Capability(StrEnum):
     LINK_FAULTS = "link_faults"    # Toxiproxy toxics and link down/up
     NODE_LOGS = "node_logs"        # read each node's log file
     PAIR_PARTITION = "pair_partition"  # cut broker<->broker traffic pair-wise (network level)
+    NETWORK_DISCONNECT = "network_disconnect"  # take a node off its container network (docker network disconnect)
 
 
 @runtime_checkable

@@ -168,7 +168,7 @@ class ContainerProcess:
 
 
 def reap_containers(client, *, keep_session: str | None = None) -> list[str]:
-    """Remove containers of ours whose driver is gone (or, for a stale detached session, whose dir is gone).
+    """Remove containers (then networks) of ours whose driver is gone.
 
     Returns the names removed. Containers of live drivers are never touched.
     """
@@ -180,6 +180,33 @@ def reap_containers(client, *, keep_session: str | None = None) -> list[str]:
         try:
             c.remove(force=True, v=True)
             removed.append(c.name)
+        except NotFound:
+            pass
+    return removed + _reap_networks(client, keep_session=keep_session)
+
+
+def _reap_networks(client, *, keep_session: str | None = None) -> list[str]:
+    """Remove networks of ours whose driver is gone (after their containers: a network in use stays)."""
+    removed = []
+    for n in client.networks.list(filters={"label": LABEL_SESSION}):
+        labels = n.attrs.get("Labels") or {}
+        if labels.get(LABEL_SESSION) == keep_session or owner_alive(labels.get(LABEL_OWNER, "")):
+            continue
+        try:
+            n.remove()
+            removed.append(n.name)
+        except (NotFound, APIError):
+            pass
+    return removed
+
+
+def remove_session_networks(client, session: str) -> list[str]:
+    """Remove the networks of ``session`` (call after its containers are gone)."""
+    removed = []
+    for n in client.networks.list(filters={"label": f"{LABEL_SESSION}={session}"}):
+        try:
+            n.remove()
+            removed.append(n.name)
         except NotFound:
             pass
     return removed

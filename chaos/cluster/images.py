@@ -46,7 +46,8 @@ from chaos.errors import InfrastructureError, UsageError
 
 BASE_SUITE = "bookworm"
 BASE_VARIANT = "minbase"
-BASE_PACKAGES = ("openjdk-17-jre-headless", "procps", "iproute2")
+# iptables: pair-wise partitions are DROP rules inside a broker's own container (bridge networking)
+BASE_PACKAGES = ("openjdk-17-jre-headless", "procps", "iproute2", "iptables")
 DEBIAN_MIRROR = os.environ.get("KAFKA_CHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 
 #: inside the kafka image

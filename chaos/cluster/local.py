@@ -61,7 +61,7 @@ class LocalCluster:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        caps = set(Capability)
+        caps = set(Capability) - {Capability.NETWORK_DISCONNECT}  # local processes share one network
         if firewall.unavailable_reason():
             caps.discard(Capability.PAIR_PARTITION)
         return frozenset(caps)
@@ -104,7 +104,7 @@ class LocalCluster:
         self.session = Session("cluster", detached=self.detached)
         self.firewall = firewall.Firewall(self.session)
         try:
-            self.topology = plan(self.spec)
+            self.topology = plan(self.spec, self._node_addresses())
             self._prepare_launches()
             self._start_toxiproxy()
             for zk in self.topology.zookeepers:
@@ -122,6 +122,13 @@ class LocalCluster:
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    def _node_addresses(self) -> dict[str, str]:
+        """Where each node listens: local processes all share loopback (see Topology.addresses)."""
+        return {}
+
+    def _clear_partitions(self) -> None:
+        self.firewall.clear()
 
     @property
     def failed_logs_dir(self) -> Path:
@@ -200,16 +207,14 @@ class LocalCluster:
         assert topo is not None and self.session is not None
         argv = (str(self.toxiproxy_bin.binary), "-host", LOOPBACK, "-port", str(topo.toxiproxy_api))
         self._procs["toxiproxy"] = self.session.spawn("toxiproxy", argv, self.workdir / "toxiproxy.log")
-        self.proxy_api = ToxiproxyClient(LOOPBACK, topo.toxiproxy_api)
+        self.proxy_api = ToxiproxyClient(topo.address("toxiproxy"), topo.toxiproxy_api)
         deadline = time.monotonic() + 15
         while not self.proxy_api.ping():
             self._check_alive("toxiproxy")
             if time.monotonic() > deadline:
                 raise InfrastructureError(f"toxiproxy did not answer on {LOOPBACK}:{topo.toxiproxy_api}: {self._procs['toxiproxy'].log_tail()}")
             time.sleep(0.05)
-        self.proxy_api.populate([
-            ProxySpec(l.name, f"{LOOPBACK}:{l.listen_port}", f"{LOOPBACK}:{l.upstream_port}") for l in topo.links
-        ])
+        self.proxy_api.populate([ProxySpec(l.name, topo.listen(l), topo.upstream(l)) for l in topo.links])
 
     def _check_alive(self, node: str) -> None:
         proc = self._procs[node]
@@ -227,7 +232,7 @@ class LocalCluster:
     def _wait_zk(self, node: str, port: int, deadline: float) -> None:
         while True:
             self._check_alive(node)
-            mode = zk_mode(port)
+            mode = zk_mode(port, host=self.topology.address(node))  # type: ignore[union-attr]
             if mode in ("standalone", "leader", "follower"):
                 return
             if time.monotonic() > deadline:
@@ -374,7 +379,7 @@ class LocalCluster:
         for zk in self.topology.zookeepers:
             if not self.is_running(zk.node):
                 continue
-            text = zk_command(zk.client, b"dump") or ""
+            text = zk_command(zk.client, b"dump", host=self.topology.address(zk.node)) or ""
             if "Sessions with Ephemerals" in text:  # only the leader (or a standalone server) knows
                 return any(line.strip() == path for line in text.splitlines())
         return False
@@ -462,7 +467,7 @@ class LocalCluster:
         for node in list(self._paused):
             self.resume(node)
         self.reset_links()
-        self.firewall.clear()
+        self._clear_partitions()
         assert self.topology is not None
         deadline = time.monotonic() + timeout
         for attempt in range(3):
@@ -503,21 +508,20 @@ class LocalCluster:
             "kafka_version": self.spec.kafka_version,
             "toxiproxy_version": self.toxiproxy_bin.version,
             "spec": self.spec.model_dump(),
-            "toxiproxy": {"api": f"http://{LOOPBACK}:{topo.toxiproxy_api}",
+            "toxiproxy": {"api": f"http://{topo.address('toxiproxy')}:{topo.toxiproxy_api}",
                           "pid": self._procs["toxiproxy"].pid if "toxiproxy" in self._procs else None},
             "bootstrap": {lane: topo.bootstrap(lane) for lane in topo.lane_names},
-            "links": [{"name": l.name, "listen": f"{LOOPBACK}:{l.listen_port}",
-                       "upstream": f"{LOOPBACK}:{l.upstream_port}"} for l in topo.links],
+            "links": [{"name": l.name, "listen": topo.listen(l), "upstream": topo.upstream(l)} for l in topo.links],
             "nodes": nodes,
             "startup_seconds": self.startup_seconds,
             "capabilities": sorted(self.capabilities),
         }
 
 
-def zk_command(port: int, word: bytes, timeout: float = 1.0) -> str | None:
+def zk_command(port: int, word: bytes, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:
     """A ZooKeeper four-letter word's answer, None if the node is unreachable."""
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(word)
             data = b""
             while chunk := s.recv(4096):
@@ -527,9 +531,9 @@ def zk_command(port: int, word: bytes, timeout: float = 1.0) -> str | None:
     return data.decode(errors="replace")
 
 
-def zk_mode(port: int, timeout: float = 1.0) -> str | None:
+def zk_mode(port: int, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:
     """ZooKeeper's ``srvr`` answer's Mode line (standalone/leader/follower), None if unreachable."""
-    text = zk_command(port, b"srvr", timeout)
+    text = zk_command(port, b"srvr", timeout, host)
     if text is None:
         return None
     for line in text.splitlines():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, BrokerPorts, Topology, ZkPorts
+from chaos.cluster.topology import CONTROL_LANE, BrokerPorts, Topology, ZkPorts
 
 #: ZooKeeper tick; the server allows sessions of 2..20 ticks.
 ZK_TICK_MS = 500
@@ -30,15 +30,14 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
     rf = spec.effective_rf
     min_isr = min(2, rf)
     proxy_of = {l.source: l.listen_port for l in topo.links if l.target == broker.node and l.source in topo.lane_names}
-    listeners = [f"INTERNAL://{LOOPBACK}:{broker.internal}"]
-    advertised = [f"INTERNAL://{LOOPBACK}:{broker.internal}"]
+    own, proxy = topo.address(broker.node), topo.address("toxiproxy")
+    listeners = [f"INTERNAL://{own}:{broker.internal}"]
+    advertised = [f"INTERNAL://{own}:{broker.internal}"]
     for lane, port in broker.lanes.items():
-        listeners.append(f"{_listener_name(lane)}://{LOOPBACK}:{port}")
+        listeners.append(f"{_listener_name(lane)}://{own}:{port}")
         # advertise the broker's own proxy, so clients never bypass Toxiproxy
-        advertised.append(f"{_listener_name(lane)}://{LOOPBACK}:{proxy_of[lane]}")
-    zk_connect = ",".join(
-        f"{LOOPBACK}:{l.listen_port}" for l in topo.links if l.source == broker.node
-    )
+        advertised.append(f"{_listener_name(lane)}://{proxy}:{proxy_of[lane]}")
+    zk_connect = ",".join(topo.listen(l) for l in topo.links if l.source == broker.node)
     props = {
         "broker.id": str(broker.broker_id),
         "listeners": ",".join(listeners),
@@ -91,14 +90,14 @@ def zk_config(topo: Topology, zk: ZkPorts, data_dir: Path) -> dict[str, str]:
         "syncLimit": "10",
         "dataDir": str(data_dir),
         "clientPort": str(zk.client),
-        "clientPortAddress": LOOPBACK,
+        "clientPortAddress": topo.address(zk.node),
         "maxClientCnxns": "0",
         "admin.enableServer": "false",
         "4lw.commands.whitelist": "srvr,stat,mntr,dump",
     }
     if len(topo.zookeepers) > 1:
         for peer in topo.zookeepers:
-            cfg[f"server.{peer.myid}"] = f"{LOOPBACK}:{peer.peer}:{peer.election}"
+            cfg[f"server.{peer.myid}"] = f"{topo.address(peer.node)}:{peer.peer}:{peer.election}"
     return cfg
 
 

@@ -15,7 +15,7 @@ Naming, used everywhere (events, faults, CLI):
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -121,6 +121,20 @@ class Topology:
     zookeepers: tuple[ZkPorts, ...]
     brokers: tuple[BrokerPorts, ...]
     links: tuple[Link, ...]
+    #: node (and ``toxiproxy``) -> the address it listens on; absent = loopback. Only a backend
+    #: whose nodes have network namespaces of their own (docker on a bridge network) sets it.
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def address(self, node: str) -> str:
+        return self.addresses.get(node, LOOPBACK)
+
+    def listen(self, link: Link) -> str:
+        """host:port where Toxiproxy accepts ``link``'s connections."""
+        return f"{self.address('toxiproxy')}:{link.listen_port}"
+
+    def upstream(self, link: Link) -> str:
+        """host:port ``link`` forwards to."""
+        return f"{self.address(link.target)}:{link.upstream_port}"
 
     @property
     def lane_names(self) -> tuple[str, ...]:
@@ -146,7 +160,7 @@ class Topology:
         """Bootstrap servers for a client on ``lane`` (the lane's proxies, never the brokers)."""
         if lane not in self.lane_names:
             raise UsageError(f"unknown lane {lane!r}: lanes are {', '.join(self.lane_names)}")
-        return ",".join(f"{LOOPBACK}:{l.listen_port}" for l in self.links if l.source == lane)
+        return ",".join(self.listen(l) for l in self.links if l.source == lane)
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -183,8 +197,8 @@ class _PortSource:
             s.close()
 
 
-def plan(spec: ClusterSpec) -> Topology:
-    """Assign every port and link for ``spec``."""
+def plan(spec: ClusterSpec, addresses: dict[str, str] | None = None) -> Topology:
+    """Assign every port and link for ``spec`` (nodes listen on ``addresses``, default loopback)."""
     ports = _PortSource(spec.base_port)
     try:
         api = next(ports)
@@ -203,4 +217,4 @@ def plan(spec: ClusterSpec) -> Topology:
                 links.append(Link(f"{b.node}.{z.node}", b.node, z.node, next(ports), z.client))
     finally:
         ports.release()
-    return Topology(spec, api, zks, brokers, tuple(links))
+    return Topology(spec, api, zks, brokers, tuple(links), dict(addresses or {}))

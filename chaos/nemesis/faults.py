@@ -56,9 +56,9 @@ def _settled_state(pid: int, want: str, timeout: float = 2.0) -> str:
     return st
 
 
-def _port_open(port: int) -> bool:
+def _port_open(port: int, host: str = LOOPBACK) -> bool:
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=0.5):
             return True
     except OSError:
         return False
@@ -185,6 +185,7 @@ class Primitives:
     def links(self, spec: FaultSpec, fault_id: str, links: list[str]) -> Active:
         c = self.cluster
         ports = {l: c.topology.link(l).listen_port for l in links}
+        proxy_host = c.topology.address("toxiproxy")
         if spec.type is FaultType.LINK_DOWN:
             for l in links:
                 c.link_down(l)
@@ -194,11 +195,11 @@ class Primitives:
                     c.link_up(l)
 
             def down() -> Evidence:
-                refused = [l for l, p in ports.items() if not _port_open(p)]
+                refused = [l for l, p in ports.items() if not _port_open(p, proxy_host)]
                 return len(refused) == len(links), f"{len(refused)}/{len(links)} proxy ports refuse connections"
 
             def up() -> Evidence:
-                ok = [l for l, p in ports.items() if _port_open(p)]
+                ok = [l for l, p in ports.items() if _port_open(p, proxy_host)]
                 return len(ok) == len(links), f"{len(ok)}/{len(links)} proxy ports accept connections"
 
             return Active([], heal, down, up, links)
@@ -245,6 +246,30 @@ class Primitives:
             return not rules, f"{len(rules)} partition rules left"
 
         return Active([node], mend, listed, gone)
+
+    # ------------------------------------------------------------------ container network
+    def disconnect(self, node: str) -> Active:
+        """``docker network disconnect`` of a cluster node; heal: connect it again with its own address."""
+        c = self.cluster
+        topo = c.topology
+        port = topo.broker(node).internal if node.startswith("broker-") else next(
+            z.client for z in topo.zookeepers if z.node == node)
+        addr = topo.address(node)
+        c.disconnect(node)
+        self.effect_ns = time.monotonic_ns()
+
+        def off() -> Evidence:
+            attached, reachable = c.is_connected(node), _port_open(port, addr)
+            return not attached and not reachable, (f"{node}: on the network per the engine={attached}, "
+                                                    f"{addr}:{port} reachable={reachable}")
+
+        def back() -> Evidence:
+            attached = c.is_connected(node)
+            reachable = _port_open(port, addr) if self._alive(node) else None
+            return attached and reachable is not False, (f"{node}: on the network per the engine={attached}, "
+                                                         f"{addr}:{port} reachable={reachable}")
+
+        return Active([node], lambda: c.reconnect(node), off, back)
 
     # ------------------------------------------------------------------ topology
     def add_partitions(self, total: int) -> Active:

@@ -198,6 +198,8 @@ class Nemesis:
             if not peers:  # the peer role resolved to the target itself: cut it from every other broker
                 peers = [b.node for b in self.cluster.topology.brokers if b.node != node]
             return [self.prims.partition(node, peers)]
+        if t is FaultType.DISCONNECT:
+            return [self.prims.disconnect(n) for n in nodes]
         if t is FaultType.CHANGE_SUBSCRIPTION:
             assert pf.spec.subscription is not None  # validated at load
             return [self.prims.change_subscription(nodes[0], pf.spec.subscription)]

@@ -42,7 +42,9 @@ def test_every_node_is_a_labelled_container_and_logs_to_a_host_file(docker_clust
     assert st["backend"] == "docker" and set(st["nodes"]) == {"zk-1", *BROKERS}
     ours = docker_cluster.client.containers.list(filters={"label": f"{LABEL_SESSION}={st['session']}"})
     assert sorted(c.labels["kafka-chaos.node"] for c in ours) == sorted(["toxiproxy", "zk-1", *BROKERS])
-    assert all(c.attrs["HostConfig"]["NetworkMode"] == "host" for c in ours)
+    mode = st["docker"]["network"]
+    assert all(c.attrs["HostConfig"]["NetworkMode"] == (st["docker"]["network_name"] if mode == "bridge" else "host")
+               for c in ours)
     # the JVM runs inside the container (its host pid is in a different pid namespace)
     pid = docker_cluster.process("broker-1").pid
     assert psutil.Process(pid).cmdline()[0] == "/usr/bin/java"

@@ -4,7 +4,6 @@ and a CompletingRebalance trigger kills the coordinator inside that state (check
 import json
 import socket
 import time
-import uuid
 from datetime import datetime
 
 import psutil
@@ -18,6 +17,7 @@ from chaos.nemesis.faults import Primitives
 from chaos.runner import run_once
 from chaos.workload.run import WorkloadRun, WorkloadSpec
 from chaos.workload.spec import ConsumerSpec, ProducerSpec
+from tests.scenarios import isr_shrinks_under_a_pairwise_partition
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -165,8 +165,6 @@ def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(ka
 
 
 def test_pairwise_partition_shrinks_the_isr_then_heals(tmp_path):
-    from kafka.admin import NewTopic
-
     from chaos.cluster.firewall import unavailable_reason
     from chaos.cluster.local import LocalCluster
     from chaos.cluster.topology import ClusterSpec
@@ -175,37 +173,4 @@ def test_pairwise_partition_shrinks_the_isr_then_heals(tmp_path):
         pytest.skip(unavailable_reason())
     # a cluster of its own: a fresh controller and fresh metadata, whatever earlier tests did
     with LocalCluster(ClusterSpec.build(brokers=3, lanes=1)) as cluster:
-        # leader and peer are the two brokers that are not the controller, so the leader's ISR change
-        # (AlterPartition, KIP-497) reaches the controller; the leader is the preferred replica, so no
-        # preferred-leader election moves leadership away during the test
-        controller = cluster.controller()
-        leader, peer = [b for b in ("broker-1", "broker-2", "broker-3") if b != controller]
-        ids = {b: int(b.split("-")[1]) for b in ("broker-1", "broker-2", "broker-3")}
-        topic = f"part-{uuid.uuid4().hex[:6]}"
-        cluster.admin._call(lambda c: c.create_topics([NewTopic(
-            topic, -1, -1, replica_assignments={0: [ids[leader], ids[peer], ids[controller]]})]))
-        retry(lambda: True if all(p["leader"] == ids[leader] and len(p["isr"]) == 3
-                                  for p in cluster.admin.partitions(topic)) else None,
-              time.monotonic() + 30, "full ISR led by the preferred replica")
-        log = cluster.log_path(leader)
-        start = log.stat().st_size
-
-        def logged(text):
-            with log.open(errors="replace") as f:
-                f.seek(start)
-                return True if any(text in line for line in f) else None
-
-        active = Primitives(cluster, None).partition(leader, [peer])
-        try:
-            # the peer cannot fetch from the leader: after replica.lag.time.max.ms (5 s) the leader drops
-            # it from the ISR, and says so in its own log
-            retry(lambda: logged(f"[Partition {topic}-0 broker={ids[leader]}] Shrinking ISR from"),
-                  time.monotonic() + 40, f"{leader} to shrink the ISR of {topic}-0")
-            assert f"Out of sync replicas: (brokerId: {ids[peer]}" in log.read_text(errors="replace")[start:]
-            # clients are not cut: the shrunk ISR is acknowledged and a produce with acks=all succeeds
-            assert cluster.produce_probe(topic, partition=0, timeout=20) is not None
-        finally:
-            active.heal()
-        assert cluster.partition_rules() == []
-        retry(lambda: True if ids[peer] in cluster.admin.partitions(topic)[0]["isr"] else None,
-              time.monotonic() + 60, f"{peer} back in the ISR")
+        isr_shrinks_under_a_pairwise_partition(cluster)

@@ -25,6 +25,13 @@ def test_every_catalogue_experiment_is_valid():
         assert e.name == p.stem, f"{p.name}: name should match the file name"
 
 
+def test_docker_only_experiments_are_valid_and_ask_for_docker():
+    entries = catalogue(ROOT / "experiments" / "docker")
+    assert entries and all(not isinstance(e, UsageError) and e.backend == "docker" for _, e in entries)
+    with pytest.raises(UsageError, match="disconnect needs backend docker"):
+        parse_experiment({"name": "x", "faults": [{"type": "disconnect", "target": "coordinator"}]}, "x.yaml")
+
+
 @pytest.mark.parametrize("doc, fragment", [
     ({"name": "x", "faults": [{"type": "kil", "target": "coordinator"}]}, "faults.0.type: Input should be 'kill'"),
     ({"name": "x", "workload": {"consumrs": []}}, "workload.consumrs: unknown field"),
@@ -49,6 +56,8 @@ def test_every_catalogue_experiment_is_valid():
     ({"name": "x", "workload": {"consumers": [{"client": "java"}]},
       "faults": [{"type": "change_subscription", "target": "random_member", "subscription": ["extra"]}]},
      "change_subscription needs Python clients"),
+    ({"name": "x", "backend": "docker", "faults": [{"type": "disconnect", "target": "member", "node": "consumer-0"}]},
+     "disconnect takes a cluster node off its network"),
     ({"name": "x", "workload": {"consumers": [{"client": "kafka-python", "assignor": "cooperative-sticky"}]}},
      "kafka-python has no cooperative-sticky"),
     ({"name": "Bad Name"}, "name: String should match pattern"),
