@@ -265,7 +265,7 @@ class Primitives:
 
         def back() -> Evidence:
             attached = c.is_connected(node)
-            reachable = _port_open(port, addr) if self._alive(node) else None
+            reachable = _port_open(port, addr) if c.is_running(node) else None
             return attached and reachable is not False, (f"{node}: on the network per the engine={attached}, "
                                                          f"{addr}:{port} reachable={reachable}")
 
