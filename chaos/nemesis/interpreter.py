@@ -41,7 +41,9 @@ class FaultRecord:
     skipped_reason: str | None = None
     trigger_signal: str | None = None
     trigger_to_effect_ms: float | None = None
-    seen_lag_ms: float | None = None
+    seen_lag_ms: float | None = None      # the trigger's own time -> the live watch saw it
+    wake_lag_ms: float | None = None      # seen -> the fault's thread resumed
+    inject_ms: float | None = None        # resumed -> the fault took effect (target resolved, signal sent)
     intended_state: str | None = None
     landed: bool | None = None
     landing_evidence: str | None = None
@@ -66,6 +68,7 @@ class Nemesis:
         self.records: dict[str, FaultRecord] = {}
         self._threads: list[threading.Thread] = []
         self._t0_ns = 0
+        self._woke: dict[str, int] = {}  # fault id -> when its thread resumed after the trigger
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "Nemesis":
@@ -116,6 +119,8 @@ class Nemesis:
             n = trig.after_generation
             match = lambda s: s.kind == "Stable" and s.generation is not None and s.generation >= n  # noqa: E731
         sig = self.watch.wait_for(match, since, deadline, self.cancel)
+        if sig is not None:
+            self._woke[pf.fault_id] = time.monotonic_ns()
         if sig is None:
             rec.skipped_reason = "chaos phase ended first" if self.cancel.is_set() else f"trigger not seen in {trig.timeout_s}s"
             return None
@@ -253,6 +258,10 @@ class Nemesis:
         if sig is not None:
             rec.trigger_signal = sig.line.strip()[-300:] or f"{sig.kind} gen {sig.generation} ({sig.member})"
             rec.seen_lag_ms = round((sig.seen_ns - sig.happened_ns) / 1e6, 2)
+            woke = self._woke.get(pf.fault_id)
+            if woke is not None:
+                rec.wake_lag_ms = round((woke - sig.seen_ns) / 1e6, 2)
+                rec.inject_ms = round((effect_ns - woke) / 1e6, 2)
         params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
                                   "links": rec.links, "duration_s": pf.spec.duration_s}
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,

@@ -57,6 +57,10 @@ def test_each_container_has_its_own_address_on_the_cluster_network(bridged):
     assert bridged.bootstrap("lane0").startswith(f"{proxy}:")
 
 
+def test_pairwise_partition_by_iptables_inside_the_broker_container(bridged):
+    isr_shrinks_under_a_pairwise_partition(bridged)
+
+
 def test_network_disconnect_deregisters_a_broker_and_connect_brings_it_back(bridged):
     victim = next(b for b in ("broker-1", "broker-2", "broker-3") if b != bridged.controller())
     bid = int(victim.split("-")[1])
@@ -78,10 +82,6 @@ def test_network_disconnect_deregisters_a_broker_and_connect_brings_it_back(brid
     assert ok, evidence
     bridged.wait_broker_registered(victim, timeout=90)
     assert _reachable(addr, port)
-
-
-def test_pairwise_partition_by_iptables_inside_the_broker_container(bridged):
-    isr_shrinks_under_a_pairwise_partition(bridged)
 
 
 def test_container_network_faults_are_refused_on_host_networking(docker_host):
