@@ -61,6 +61,8 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException
 from docker.models.containers import Container
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.container import DockerContainer
 
 from chaos.cluster.backend import Capability
 from chaos.cluster.container import (
@@ -299,8 +301,13 @@ class DockerCluster(LocalCluster):
 
     # ------------------------------------------------------------ containers
     def _run(self, node: str, image: str, command: list[str], mount: Path | None) -> ContainerProcess:
+        """Create and start the node's container with testcontainers' ``DockerContainer``.
+
+        testcontainers is given our engine explicitly (its client's environment, not the
+        process-wide ``DOCKER_HOST``) and Ryuk is off (its image cannot be pulled here; our labels
+        and reaping clean up). After the start, the container is driven through our own client.
+        """
         assert self.session is not None and self.topology is not None
-        volumes = {str(mount): {"bind": str(mount), "mode": "rw"}} if mount else {}
         if self.network_mode == "bridge":
             assert self._network is not None
             net: dict[str, Any] = {
@@ -308,14 +315,20 @@ class DockerCluster(LocalCluster):
                 "networking_config": {self._network.name: self.client.api.create_endpoint_config(
                     ipv4_address=self.topology.address(node))}}
         else:
-            net = {"network_mode": "host"}
-        container = self.client.containers.create(
-            image, command=command, name=f"{self.session.id}-{node}", labels=self._labels(node),
-            volumes=volumes, working_dir=str(mount) if mount else "/",
-            # the JVM is pid 1: it handles SIGTERM (controlled shutdown); SIGKILL/SIGSTOP from the host always land
-            stop_signal="SIGTERM", detach=True, **net,
-        )
-        container.start()
+            net = {"network": "host"}
+        testcontainers_config.ryuk_disabled = True
+        tc = DockerContainer(image, docker_client_kw={"environment": {"DOCKER_HOST": self.docker_host}})
+        tc.with_command(command).with_name(f"{self.session.id}-{node}")
+        if mount:
+            tc.with_volume_mapping(str(mount), str(mount), "rw")  # same path: generated configs work unchanged
+        tc.with_kwargs(labels=self._labels(node), working_dir=str(mount) if mount else "/",
+                       # the JVM is pid 1: it handles SIGTERM (controlled shutdown); SIGKILL/SIGSTOP always land
+                       stop_signal="SIGTERM", **net)
+        try:
+            tc.start()
+            container = self.client.containers.get(tc.get_wrapped_container().id)
+        finally:
+            tc.get_docker_client().client.close()
         log = self.workdir / node / f"{node}.log" if mount else self.workdir / f"{node}.log"
         return ContainerProcess(node, container, log)
 

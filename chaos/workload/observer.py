@@ -190,8 +190,12 @@ class GroupObserver:
     def _read_logs(self) -> None:
         for bid, line, parsed, clock in self.log.read():
             extra = {"ts": clock[0], "mono_ns": clock[1]} if clock else {}
-            if parsed.event is BrokerLogEvent.STABILIZED and parsed.generation is not None:
+            if parsed.event in (BrokerLogEvent.STABILIZED, BrokerLogEvent.LOADING) and parsed.generation is not None:
+                # a broker that becomes coordinator again *loads* the group at its current generation:
+                # what it logged as "Stabilized" in an earlier stint is stale from then on
                 self._stabilized[bid] = parsed.generation
+            elif parsed.event is BrokerLogEvent.UNLOADING:
+                self._stabilized.pop(bid, None)
             self.events.emit(Kind.BROKER_LOG, broker=bid, group=self.group, event=parsed.event.value,
                              generation=parsed.generation, member_id=parsed.member_id,
                              line=line.strip()[:2000], **extra)
