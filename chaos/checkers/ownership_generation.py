@@ -16,7 +16,11 @@ cooperative rebalancing (KIP-429) a partition stays owned by A in the new
 generation until A revokes it, and the assignor must not give it to B before
 the *next* generation; so B being assigned p in a generation in which A still
 holds p un-revoked is a violation. Members that never see generation g
-(evicted zombies) do not own anything in g; that case is invariant 2.
+(evicted zombies) do not own anything in g; that case is invariant 2. Two
+members with one ``group.instance.id``: the one assigned last holds the
+instance's partitions and the other's claims end there (KIP-345 replacement
+returns the current assignment without a rebalance; the replaced member is
+fenced, which invariants 2 and 8 judge).
 
 Additionally, every ``group_state`` sample (DescribeGroups) must list each
 partition in at most one member's assignment.
@@ -85,6 +89,15 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         cur = gen_of.get(src)
         entered = g is not None and (cur is None or g > cur)
         if t is Assigned:
+            inst = instance_of.get(src)
+            if inst is not None:
+                # The coordinator hands a static member's assignment to whichever member last joined
+                # with that instance id, within the generation (KIP-345 replacement, no rebalance);
+                # the other is fenced from then on — invariants 2 and 8 judge what it still does.
+                for other, other_inst in instance_of.items():
+                    if other != src and other_inst == inst:
+                        drop_claims(other)
+                        holding[other] = set()
             if not e.incremental:
                 held.clear()
             held.update(e.partitions)
