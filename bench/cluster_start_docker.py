@@ -17,6 +17,12 @@ controller elected, every broker registered, ``__consumer_offsets`` led, an
 
     python bench/cluster_start_docker.py [--runs 3] [--rebuild] [--rebuild-base] [--json]
 
+``--warm-only`` reuses a running engine and times warm starts only, so the
+benchmark can run inside the engine's own network namespace, where the docker
+backend uses its bridge network (a cold start would need a new namespace)::
+
+    scripts/docker-engine.sh run --netns kcb -- .venv/bin/python bench/cluster_start_docker.py --warm-only
+
 Needs root and ``docker.io`` (``scripts/docker-engine.sh install``); stops only a
 dockerd it started.
 """
@@ -74,9 +80,12 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true", help="time the Kafka + Toxiproxy image builds")
     ap.add_argument("--rebuild-base", action="store_true", help="also time the debootstrap base image")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--warm-only", action="store_true", help="reuse the running engine; warm starts only")
     args = ap.parse_args()
     spec = ClusterSpec.build(brokers=args.brokers)
     engine = DockerEngine()
+    if args.warm_only:
+        return warm_only(engine, spec, args)
     if engine.running() is not None:
         sys.exit("a kafka-chaos dockerd is already running: stop it (scripts/docker-engine.sh stop) so cold starts can restart it")
     try:
@@ -125,6 +134,38 @@ def main() -> None:
     print(f"  dockerd start until /_ping answers      {fmt(engine_starts)}")
     if build:
         print("  one-time image build: " + ", ".join(f"{k} {v:.1f}" for k, v in build.items()))
+
+
+def warm_only(engine: DockerEngine, spec: ClusterSpec, args) -> None:
+    try:
+        engine.start()  # reuses the engine of `docker-engine.sh run` (never stops it)
+    except EngineUnavailable as exc:
+        sys.exit(f"docker engine unavailable: {exc}")
+    images = ensure_images(docker.DockerClient(base_url=engine.docker_host, timeout=600),
+                           kafka_runtime(), toxiproxy_runtime())
+    local = lambda: LocalCluster(spec)  # noqa: E731
+    modes: list[str] = []
+
+    def in_docker():
+        c = DockerCluster(spec, docker_host=engine.docker_host, images=images)
+        modes.append(c)
+        return c
+
+    timed_start(local)
+    res: dict[str, list[float]] = {"local": [], "warm": [], "ratio_warm": []}
+    for _ in range(args.runs):
+        res["local"].append(timed_start(local)[0])
+        res["warm"].append(timed_start(in_docker)[0])
+        res["ratio_warm"].append(res["warm"][-1] / res["local"][-1])
+    network = modes[-1].network_mode
+    if args.json:
+        print(json.dumps({"network": network, **res}, indent=2))
+        return
+    print(f"ZooKeeper + {args.brokers} brokers + Toxiproxy until usable, warm engine, docker network {network}, "
+          f"{args.runs} rounds, {os.cpu_count()} cpus (seconds)")
+    print(f"  local backend (same run)                {fmt(res['local'])}")
+    print(f"  docker, warm                            {fmt(res['warm'])}")
+    print(f"  ratio docker warm / local (paired)      {fmt(res['ratio_warm'])}")
 
 
 if __name__ == "__main__":
