@@ -40,8 +40,13 @@ def isr_shrinks_under_a_pairwise_partition(cluster) -> None:
         assert active.verify_effect()[0], active.verify_effect()
         # the peer cannot fetch from the leader: after replica.lag.time.max.ms (5 s) the leader drops
         # it from the ISR, and says so in its own log
-        retry(lambda: logged(f"[Partition {topic}-0 broker={ids[leader]}] Shrinking ISR from"),
-              time.monotonic() + 40, f"{leader} to shrink the ISR of {topic}-0")
+        try:
+            retry(lambda: logged(f"[Partition {topic}-0 broker={ids[leader]}] Shrinking ISR from"),
+                  time.monotonic() + 40, f"{leader} to shrink the ISR of {topic}-0")
+        except Exception as exc:
+            raise AssertionError(f"{exc}; leader {leader}, peer {peer}, controller {controller}; rules "
+                                 f"{cluster.partition_rules()}; metadata {cluster.admin.partitions(topic)}; "
+                                 f"{_counters(cluster, leader)}") from None
         assert f"Out of sync replicas: (brokerId: {ids[peer]}" in log.read_text(errors="replace")[start:]
         # clients are not cut: the shrunk ISR is acknowledged and a produce with acks=all succeeds
         assert cluster.produce_probe(topic, partition=0, timeout=20) is not None
@@ -50,3 +55,13 @@ def isr_shrinks_under_a_pairwise_partition(cluster) -> None:
     assert cluster.partition_rules() == []
     retry(lambda: True if ids[peer] in cluster.admin.partitions(topic)[0]["isr"] else None,
           time.monotonic() + 60, f"{peer} back in the ISR")
+
+
+def _counters(cluster, node: str) -> str:
+    """Packet counters of the DROP rules inside a docker broker's container (diagnostics)."""
+    if not hasattr(cluster, "_container"):
+        return ""
+    try:
+        return cluster._container(node).exec_run(["iptables", "-L", "-v", "-n"]).output.decode()[:1500]
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        return f"(no counters: {exc})"
