@@ -225,6 +225,9 @@ class GroupObserver:
                     entry["subscription"] = sorted(topics)
                 members.append(entry)
             members.sort(key=lambda m: m["member_id"])
+        # the coordinator logs "Loading group metadata ... generation N" before it can answer for the
+        # group, so reading the logs *after* its answer cannot miss the generation that answer is at
+        self._read_logs()
         generation = self._stabilized.get(coordinator) if coordinator is not None else None
         key = (state, coordinator, protocol, generation,
                tuple((m["member_id"], tuple(map(tuple, m["assignment"])), tuple(m.get("subscription", ())))
