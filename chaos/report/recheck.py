@@ -7,8 +7,9 @@ independent second implementation over the ``events`` table, so a checker bug
 - ``ownership-generation`` (DESIGN.md §5.1, eager protocol): within one run,
   group and generation, no partition appears in the ``assigned`` events of two
   members (sources), unless the first member stopped or restarted in between,
-  or was replaced by a member started with its ``group.instance.id``
-  (KIP-345), as the checker drops such claims. Compared with the checker's
+  or was replaced by a member started with its ``group.instance.id``, or the
+  later claim is by a member with the same ``group.instance.id`` (KIP-345
+  replacement within a generation), as the checker drops such claims. Compared with the checker's
   "owned by both" findings. Runs with a cooperative (KIP-429) member are not
   compared: there the checker also judges un-revoked holdings across
   generations, which this rule does not model.
@@ -47,11 +48,12 @@ claim_instance AS (  -- group.instance.id of the claiming member at the time of 
   GROUP BY c.run, c.source, c.seq),
 pairs AS (
   SELECT a.run, a.group_id, a.generation, a.topic, a.partition, a.source AS a_source, a.seq AS a_seq,
-         b.source AS b_source, b.seq AS b_seq, ci.instance_id AS a_instance
+         b.source AS b_source, b.seq AS b_seq, ci.instance_id AS a_instance, cb.instance_id AS b_instance
   FROM claims a JOIN claims b
     ON a.run = b.run AND a.group_id = b.group_id AND a.generation = b.generation AND a.topic = b.topic
    AND a.partition = b.partition AND a.source <> b.source AND a.seq < b.seq
-  LEFT JOIN claim_instance ci ON ci.run = a.run AND ci.source = a.source AND ci.seq = a.seq),
+  LEFT JOIN claim_instance ci ON ci.run = a.run AND ci.source = a.source AND ci.seq = a.seq
+  LEFT JOIN claim_instance cb ON cb.run = b.run AND cb.source = b.source AND cb.seq = b.seq),
 live_pairs AS (
   SELECT * FROM pairs p
   WHERE NOT EXISTS (SELECT 1 FROM ends e WHERE e.run = p.run AND e.source = p.a_source
@@ -59,7 +61,9 @@ live_pairs AS (
     -- KIP-345: a member started with the claimer's group.instance.id replaces it
     AND NOT EXISTS (SELECT 1 FROM starts s WHERE s.run = p.run AND p.a_instance IS NOT NULL
                     AND s.instance_id = p.a_instance AND s.source <> p.a_source
-                    AND s.seq > p.a_seq AND s.seq < p.b_seq))
+                    AND s.seq > p.a_seq AND s.seq < p.b_seq)
+    -- KIP-345 within a generation: the member assigned last holds its instance's partitions
+    AND NOT (p.a_instance IS NOT NULL AND p.a_instance = p.b_instance))
 SELECT run, group_id, generation, topic, partition, count(*) AS members, min(a_seq) AS first_seq,
        max(b_seq) AS last_seq, concat_ws(',', sort_array(collect_set(a_source) || collect_set(b_source))) AS sources
 FROM live_pairs GROUP BY run, group_id, generation, topic, partition

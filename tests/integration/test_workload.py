@@ -112,3 +112,23 @@ def test_sigkilled_member_leaves_its_inflight_commit_unknown(kafka_cluster, run_
     unknown = [e for e in mine if e.kind is Kind.COMMIT and e.outcome.value == "unknown"]
     assert unknown and unknown[-1].error_name == "_KILLED_SIGKILL"
     assert mine[-1].kind is Kind.MEMBER_STOP and not mine[-1].clean and mine[-1].signal == "SIGKILL"
+
+
+def test_a_member_fenced_by_its_static_twin_ends_and_says_so(kafka_cluster, run_dir):
+    # KIP-345: two members with one group.instance.id; the coordinator fences one of them
+    twin = ConsumerSpec(instance_id="twin", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    spec = WorkloadSpec(partitions=6, consumers=(twin, twin.model_copy(update={"lane": "lane1"})),
+                        producers=(ProducerSpec(rate=50),))
+    with WorkloadRun(kafka_cluster, spec, run_dir, seed=3) as run:
+        def fenced_member_gone():
+            for name, proc in run.members.items():
+                events = _events(run_dir, name)
+                if not proc.alive() and any(e.kind is Kind.MEMBER_STOP and not e.clean for e in events):
+                    return name, events
+            return None
+
+        name, events = retry(fenced_member_gone, time.monotonic() + 45, "the fenced twin to end")
+        # it ended because the client said it was fenced, and recorded its own stop
+        assert any(e.kind is Kind.ERROR and "fenced" in e.message.lower() for e in events), events
+        survivor = next(n for n in run.members if n != name)
+        assert run.members[survivor].alive()

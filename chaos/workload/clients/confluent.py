@@ -84,6 +84,8 @@ class ConfluentClient:
         # librdkafka reports a fatal error to error_cb as code _FATAL (rd_kafka_fatal_error has the cause)
         if err.fatal() or err.code() == KafkaError._FATAL:
             self._fatal = err
+            if self._callbacks is not None:
+                self._callbacks.fatal(err.str())
 
     def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
         # called again with other topics, librdkafka replaces the subscription and rejoins the group
@@ -114,6 +116,8 @@ class ConfluentClient:
         if self._callbacks is not None and err.code() != KafkaError._PARTITION_EOF:
             self._callbacks.error(err.str(), err.code(), err.name(), err.fatal())
         if err.fatal():
+            if self._callbacks is not None:
+                self._callbacks.fatal(err.str())
             raise FatalClientError(f"{err.name()}: {err.str()}")
 
     def group_view(self) -> tuple[int | None, str | None]:
