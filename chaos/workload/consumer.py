@@ -35,7 +35,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -50,8 +49,6 @@ from chaos.outcome import Operation, Outcome, classify
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
 
 TP = tuple[str, int]
-#: how long a member in a fatal client state may take to end by itself before the watchdog ends it
-FATAL_GRACE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +77,6 @@ class Callbacks(Protocol):
     def revoked(self, partitions: list[TP], incremental: bool) -> None: ...
     def lost(self, partitions: list[TP]) -> None: ...
     def auto_committed(self, offsets: list[tuple[str, int, int]], result: CommitResult) -> None: ...
-    def fatal(self, reason: str) -> None:
-        """The library is in a fatal state: the member must end (see Member.fatal)."""
 
 
 class ClientAdapter(Protocol):
@@ -170,9 +165,6 @@ class Member:
         self.seen = 0
         self.handler = _load_handler(cfg.handler)
         self.inflight = InflightCommits(inflight_path(cfg.run_dir, cfg.name))
-        self._watchdog: threading.Timer | None = None
-        self._end_lock = threading.Lock()
-        self._ended = False
 
     # ----------------------------------------------------------- callbacks
     def _view(self) -> dict:
@@ -204,27 +196,11 @@ class Member:
         if self.spec.wrong_mode is not WrongMode.IGNORE_REVOKE:
             self._drop(set(partitions))  # lost: no commit is possible any more
 
-    def fatal(self, reason: str) -> None:
-        """Arm the fatal-error watchdog: unless the loop ends the member first (FatalClientError at the
-        next poll), a thread ends it after ``FATAL_GRACE_S``.
-
-        Seen with confluent-kafka after a KIP-345 fencing ("Static consumer fenced", _FATAL): the
-        process went on without ending for half a minute, so the warm-up waited for a member that
-        could never be assigned. A fenced member must stop, and be recorded as stopped.
-        """
-        if self._watchdog is None:
-            self._watchdog = threading.Timer(FATAL_GRACE_S, self.end_fatally, args=(reason,))
-            self._watchdog.daemon = True
-            self._watchdog.start()
-
-    def end_fatally(self, reason: str) -> None:
-        """Record ``member_stop`` (clean=false) once, then leave at once (the client may block in close)."""
-        with self._end_lock:
-            if self._ended:
-                return
-            self._ended = True
-            self.events.emit(Kind.MEMBER_STOP, group=self.cfg.group, clean=False, signal=None)
-            self.events.close()
+    def end_fatally(self) -> None:
+        """Record ``member_stop`` (clean=false), then leave at once (the client may block in close:
+        librdkafka's close waits for a group it may no longer talk to)."""
+        self.events.emit(Kind.MEMBER_STOP, group=self.cfg.group, clean=False, signal=None)
+        self.events.close()
         os._exit(1)
 
     def auto_committed(self, offsets: list[tuple[str, int, int]], result: CommitResult) -> None:
@@ -375,9 +351,7 @@ def run_consumer(cfg: WorkerConfig) -> int:
         member.run()
         client.close()  # revokes (committing processed offsets) and leaves the group
     except FatalClientError:  # already recorded as a fatal error event
-        # a client in a fatal state can block in its destructor (librdkafka's close waits for a
-        # group it may no longer talk to): leave at once, everything is recorded
-        member.end_fatally("fatal client error")
+        member.end_fatally()
     except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
         events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}", error_code=None, error_name=None, fatal=True)
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)

@@ -84,8 +84,6 @@ class ConfluentClient:
         # librdkafka reports a fatal error to error_cb as code _FATAL (rd_kafka_fatal_error has the cause)
         if err.fatal() or err.code() == KafkaError._FATAL:
             self._fatal = err
-            if self._callbacks is not None:
-                self._callbacks.fatal(err.str())
 
     def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
         # called again with other topics, librdkafka replaces the subscription and rejoins the group
@@ -115,9 +113,10 @@ class ConfluentClient:
         KIP-345) ends the member."""
         if self._callbacks is not None and err.code() != KafkaError._PARTITION_EOF:
             self._callbacks.error(err.str(), err.code(), err.name(), err.fatal())
-        if err.fatal():
-            if self._callbacks is not None:
-                self._callbacks.fatal(err.str())
+        # a consumed message can carry the fatal state as code _FATAL with fatal() false (seen for
+        # "Static consumer fenced"): the client will never deliver again, so the member ends
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            self._fatal = err
             raise FatalClientError(f"{err.name()}: {err.str()}")
 
     def group_view(self) -> tuple[int | None, str | None]:
