@@ -278,8 +278,16 @@ class Primitives:
         admin.create_partitions(self.run.topic, total)
 
         def grown() -> Evidence:
-            n = len(admin.partitions(self.run.topic))
-            return n == total, f"{self.run.topic}: {before} -> {n} partitions"
+            # CreatePartitions is answered by the controller; brokers' metadata follows shortly after
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    n = len(admin.partitions(self.run.topic))
+                except Exception:  # noqa: BLE001 - metadata not there yet
+                    n = -1
+                if n == total or time.monotonic() >= deadline:
+                    return n == total, f"{self.run.topic}: {before} -> {n} partitions"
+                time.sleep(0.2)
 
         return Active([self.run.topic], lambda: None, grown, grown)
 

@@ -124,8 +124,12 @@ def test_brokers_zookeeper_link_down_deregisters_it_until_healed(kafka_cluster, 
 
 
 def test_add_partitions_grows_the_topic(kafka_cluster, workload):
-    Primitives(kafka_cluster, workload).add_partitions(9)
-    assert len(kafka_cluster.admin.partitions(workload.topic)) == 9
+    active = Primitives(kafka_cluster, workload).add_partitions(9)
+    assert active.verify_effect()[0], active.verify_effect()
+    # checked apart from the primitive: the cluster's metadata lists 9 partitions (it follows the
+    # controller's answer asynchronously, so wait for it, bounded)
+    retry(lambda: True if len(kafka_cluster.admin.partitions(workload.topic)) == 9 else None,
+          time.monotonic() + 15, "9 partitions in the metadata")
 
 
 def _log_lines_before(path, group, t_wall):
