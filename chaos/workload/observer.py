@@ -122,12 +122,9 @@ class CoordinatorLog:
     """Every broker's log, followed for one group's coordinator lines (the observer and the nemesis's
     live watch both read it)."""
 
-    def __init__(self, group: str, broker_logs: dict[int, Path], from_end: bool = False):
+    def __init__(self, group: str, broker_logs: dict[int, Path]):
         self.parser = LineParser(group)
         self.tails = {bid: _LogTail(p) for bid, p in broker_logs.items()}
-        if from_end:  # only what happens from now on
-            for tail in self.tails.values():
-                tail.offset = tail.path.stat().st_size if tail.path.exists() else 0
 
     def read(self) -> Iterator[tuple[int, str, ParsedLine, tuple[float, int] | None]]:
         """New group lines: (broker id, line, parsed, (ts, mono_ns) from the line's own stamp or None)."""
