@@ -264,6 +264,12 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
             if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
                 raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
+            # a fault that cannot fire inside the chaos phase would leave a run that tested nothing
+            first, field_name = _earliest_fire_s(f.trigger)
+            if first >= self.phases.chaos_s:
+                raise ValueError(f"faults.{i}.trigger.{field_name}={first:g} is not inside the chaos phase "
+                                 f"(phases.chaos_s={self.phases.chaos_s:g}): the fault could never fire; "
+                                 f"lower it or lengthen phases.chaos_s")
             if f.type is FaultType.DISCONNECT and self.backend != "docker":
                 raise ValueError(f"faults.{i}: disconnect needs backend docker (a container network to leave); "
                                  "for the local backend use link_down on the node's links")
@@ -298,6 +304,26 @@ class Experiment(_Strict):
                 node = node[p]
             node[leaf] = value
         return Experiment.model_validate(data)
+
+
+def _earliest_fire_s(trigger: Trigger) -> tuple[float, str]:
+    """The earliest second of the chaos phase at which ``trigger`` can fire, and the field that sets it."""
+    if trigger.at_s is not None:
+        return trigger.at_s, "at_s"
+    if trigger.random is not None:
+        return trigger.random.start_s, "random.start_s"
+    return trigger.not_before_s, "not_before_s"
+
+
+#: seeds are recorded in the run's header as a signed 64-bit integer (JSON readers, Parquet BIGINT)
+SEED_MAX = 2**63 - 1
+
+
+def check_seed(seed: int, what: str = "--seed") -> int:
+    """``seed`` if it is in 0..2^63-1; otherwise a UsageError saying so."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"{what} {seed!r}: a seed is an integer from 0 to {SEED_MAX} (2^63-1)")
+    return seed
 
 
 def _error_line(source: str, exc: ValidationError) -> str:

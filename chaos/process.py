@@ -94,13 +94,31 @@ class ManagedProcess:
         return self.popen.poll() is None
 
     def signal(self, sig: int) -> None:
+        """Send ``sig`` to the whole process: its process group.
+
+        Every process is spawned leading a session of its own (``start_new_session``), so its
+        group holds it and every descendant it started — a Java member's VerifiableConsumer JVM
+        under its Python worker, for instance. SIGSTOP sent to the worker alone would leave the JVM
+        heartbeating: the fault would be recorded as in effect while the member kept its place.
+        """
         if self.alive():
-            self.popen.send_signal(sig)
+            try:
+                os.killpg(self.pid, sig)  # our recorded child leads the group: pgid == pid
+            except (ProcessLookupError, PermissionError):
+                self.popen.send_signal(sig)
+
+    def tree(self) -> list[int]:
+        """Pids of the process and its live descendants, leader first (for evidence of a signal)."""
+        try:
+            root = psutil.Process(self.pid)
+            return [self.pid] + [c.pid for c in root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return [self.pid]
 
     def kill(self, timeout: float = 10.0) -> None:
-        """SIGKILL and reap (SIGCONT first is unnecessary: SIGKILL ends stopped processes)."""
+        """SIGKILL the process group and reap (SIGCONT first is unnecessary: SIGKILL ends stopped processes)."""
         if self.alive():
-            self.popen.kill()
+            self.signal(signal.SIGKILL)
         try:
             self.popen.wait(timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - the kernel always delivers SIGKILL
@@ -109,8 +127,8 @@ class ManagedProcess:
     def terminate(self, grace: float) -> int | None:
         """SIGTERM, wait ``grace`` seconds, then SIGKILL. Returns the exit code."""
         if self.alive():
-            self.popen.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
-            self.popen.terminate()
+            self.signal(signal.SIGCONT)  # a paused process (or a paused child) cannot handle SIGTERM
+            self.popen.terminate()  # the leader only: it shuts its own children down in order
             try:
                 self.popen.wait(grace)
             except subprocess.TimeoutExpired:

@@ -18,6 +18,7 @@ from chaos.checkers import (
     committed_offsets,
     convergence,
     delivery,
+    faults,
     fencing,
     generations,
     ownership_generation,
@@ -45,6 +46,7 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.CONVERGENCE: convergence.check,
     CheckerName.STATIC_MEMBERSHIP: static_membership.check,
     CheckerName.ASSIGNOR: assignor.check,
+    CheckerName.FAULTS: faults.check,
 }
 
 

@@ -31,7 +31,7 @@ def merge_validity(values: Iterable[Validity]) -> Validity:
 
 
 class CheckerName(StrEnum):
-    """The nine invariants of DESIGN.md section 5, in order."""
+    """The nine invariants, in order, then the fault-execution precondition (every planned fault fired)."""
 
     OWNERSHIP_GENERATION = "ownership-generation"
     OWNERSHIP_TIME = "ownership-time"
@@ -42,6 +42,8 @@ class CheckerName(StrEnum):
     CONVERGENCE = "convergence"
     STATIC_MEMBERSHIP = "static-membership"
     ASSIGNOR = "assignor"
+    #: not an invariant: every planned fault fired, took effect and healed (else the run is unknown)
+    FAULTS = "faults"
 
 
 @dataclass(frozen=True, slots=True)

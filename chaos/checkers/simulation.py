@@ -40,6 +40,7 @@ from chaos.history import (
     Event,
     FaultEnd,
     FaultStart,
+    FaultVerified,
     FinalRead,
     GroupMember,
     GroupState,
@@ -54,6 +55,7 @@ from chaos.history import (
     Revoked,
     RunPhase,
     SendOk,
+    VerificationStage,
 )
 from chaos.outcome import Outcome
 
@@ -238,17 +240,24 @@ class _Sim:
                  offsets=tuple((TOPIC, p, self.committed[p]) for p in range(self.spec.partitions)))
 
     # -- faults ---------------------------------------------------------------------------
+    def verified(self, fid: str, stage: str, node: str) -> None:
+        """The nemesis's evidence that a fault took effect / healed (the faults checker needs it)."""
+        self.add(FaultVerified, "nemesis", fault_id=fid, stage=VerificationStage(stage), ok=True,
+                 evidence=f"{node}: {stage} confirmed")
+
     def fault_kill(self, m: _Member) -> None:
         self.faults += 1
         fid = f"f{self.faults}"
         self.add(FaultStart, "nemesis", fault_id=fid, fault_type="kill", target_role="consumer", node=m.source,
                  params={"signal": "SIGKILL"}, trigger="time")
+        self.verified(fid, "effect", m.source)
         self.add(MemberStop, m.source, group=GROUP, clean=False, signal="SIGKILL")
         if m.instance_id is not None:
             # KIP-345: restarted within session.timeout.ms, the static member gets its assignment back.
             holding, gen = m.holding, m.generation
             del self.members[m.source]
             self.add(FaultEnd, "nemesis", fault_id=fid, fault_type="kill", node=m.source)
+            self.verified(fid, "healed", m.source)
             n = self.start_member(m.source, m.instance_id)
             self.member_ids += 1
             n.member_id = f"{n.source}-{self.member_ids:04d}"
@@ -263,6 +272,7 @@ class _Sim:
                  line=f"Member {m.member_id} in group {GROUP} has failed, removing it from the group")
         self.rebalance()
         self.add(FaultEnd, "nemesis", fault_id=fid, fault_type="kill", node=m.source)
+        self.verified(fid, "healed", m.source)
 
     def fault_pause(self, m: _Member) -> None:
         """SIGSTOP: evicted at session.timeout.ms without knowing; a zombie until it resumes."""
@@ -270,6 +280,7 @@ class _Sim:
         fid = f"f{self.faults}"
         self.add(FaultStart, "nemesis", fault_id=fid, fault_type="pause", target_role="consumer", node=m.source,
                  params={}, trigger="time")
+        self.verified(fid, "effect", m.source)
         m.paused = True
         self.add(BrokerLog, "observer", gap_ns=SESSION_TIMEOUT_MS * 1_000_000, broker=1, group=GROUP,
                  event=BrokerLogEvent.MEMBER_FAILED, generation=self.gen, member_id=m.member_id,
@@ -278,6 +289,7 @@ class _Sim:
         for _ in range(self.rng.randint(0, 8)):
             self.step_steady()
         self.add(FaultEnd, "nemesis", fault_id=fid, fault_type="pause", node=m.source)
+        self.verified(fid, "healed", m.source)
         m.paused = False
         self.consume(m)  # one stale batch from before the pause
         offsets = tuple((TOPIC, p, m.position[p]) for _, p in m.holding if p in m.position)

@@ -24,8 +24,8 @@ from typing import Any, Callable, TypeVar
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 from kafka.protocol.metadata import MetadataRequest
-from kafka.errors import (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError,
-                          TopicAlreadyExistsError)
+from kafka.errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError, NoBrokersAvailable,
+                          NodeNotReadyError, TopicAlreadyExistsError)
 
 from chaos.errors import InfrastructureError
 
@@ -36,12 +36,35 @@ T = TypeVar("T")
 API_VERSION = (2, 8)
 
 
-#: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE: transient while a topic is being created
-_NOT_YET = {3, 5}
+#: Kafka error codes that describe a state on its way to settling, not a failure (Kafka's
+#: ``org.apache.kafka.common.protocol.Errors``): a topic just created is not in every broker's
+#: metadata cache at once, a partition between leaders has none, a coordinator is loading its
+#: ``__consumer_offsets`` partition or has just moved.
+TRANSIENT_CODES = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+                   14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
+
+#: how long a public role or metadata query waits through transient answers before it fails
+SETTLE_S = 20.0
 
 
 class MetadataPending(Exception):
-    """The metadata is not there *yet* (not an infrastructure failure): ask again."""
+    """The answer is not there *yet* (not an infrastructure failure): ask again."""
+
+
+def _is_transient(exc: Exception) -> bool:
+    """Transient unless Kafka answered a definite (non-retriable) error.
+
+    kafka-python surfaces connections dropping under a request as assorted exceptions, not only
+    retriable ``KafkaError`` subclasses; only an error the broker itself marks non-retriable (e.g.
+    INVALID_REPLICATION_FACTOR) is definite.
+    """
+    return not isinstance(exc, KafkaError) or bool(exc.retriable)
+
+
+def _describe(exc: Exception) -> str:
+    code = getattr(exc, "errno", None)
+    name = TRANSIENT_CODES.get(code) if isinstance(code, int) else None
+    return f"{type(exc).__name__}{f' ({name})' if name else ''}: {exc}"[:300]
 
 
 class ClusterAdmin:
@@ -95,13 +118,47 @@ class ClusterAdmin:
         with self._lock:
             self._close_client()
 
+    def settled(self, ask: Callable[[], T | None], what: str, wait_s: float | None = None) -> T:
+        """Ask until the answer is definite, bounded by ``wait_s`` (default :data:`SETTLE_S`).
+
+        ``ask`` returns None, raises :class:`MetadataPending` or a retriable Kafka error while the
+        cluster is in a transient state; those are asked again. A definite failure (a non-retriable
+        error, :class:`InfrastructureError`) is raised at once. When time runs out, one
+        :class:`InfrastructureError` line says what was waited for and what was seen last.
+        """
+        deadline = time.monotonic() + (SETTLE_S if wait_s is None else wait_s)
+        last = "no answer"
+        while True:
+            try:
+                value = ask()
+                if value is not None:
+                    return value
+                last = "no answer yet"
+            except InfrastructureError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - sorted below: transient or definite
+                if not _is_transient(exc):
+                    raise InfrastructureError(f"{what}: {_describe(exc)}") from None
+                last = _describe(exc)
+            if time.monotonic() >= deadline:
+                raise InfrastructureError(f"waited {SETTLE_S if wait_s is None else wait_s:.0f} s for {what}; "
+                                          f"last saw {last}")
+            time.sleep(0.2)
+
     def _metadata(self, topics: list[str] | None) -> dict[str, Any]:
         return self._call(lambda c: c._get_cluster_metadata(topics=topics).to_object())
 
-    def controller_id(self) -> int | None:
-        """The broker id the cluster names as controller, or None if there is none."""
-        cid = self._metadata([])["controller_id"]
-        return None if cid is None or cid < 0 else cid
+    def controller_id(self, wait: bool = True) -> int | None:
+        """The broker id the cluster names as controller.
+
+        With ``wait`` (default) an election in progress (no controller yet) is waited through,
+        bounded; without, None means "none right now".
+        """
+        def ask() -> int | None:
+            cid = self._metadata([])["controller_id"]
+            return None if cid is None or cid < 0 else cid
+
+        return self.settled(ask, "the cluster to name a controller") if wait else ask()
 
     def broker_ids(self) -> list[int]:
         """Brokers registered now (the metadata cache follows ZooKeeper's /brokers/ids)."""
@@ -128,47 +185,93 @@ class ClusterAdmin:
         cid = md["controller_id"]
         return (None if cid is None or cid < 0 else cid), sorted(b["node_id"] for b in md["brokers"])
 
-    def partitions(self, topic: str) -> list[dict[str, Any]]:
-        """Partition metadata of ``topic``: dicts with partition, leader, replicas, isr."""
+    def _partitions_once(self, topic: str) -> list[dict[str, Any]]:
         md = self._metadata([topic])
         for t in md["topics"]:
             if t["topic"] == topic:
-                if t["error_code"] in _NOT_YET:
-                    # a topic just created is not in every broker's metadata cache at once: callers retry
-                    raise MetadataPending(f"metadata for topic {topic}: error code {t['error_code']}")
-                if t["error_code"] != 0:
-                    raise InfrastructureError(f"metadata for topic {topic}: error code {t['error_code']}")
+                code = t["error_code"]
+                if code in TRANSIENT_CODES:
+                    raise MetadataPending(f"topic {topic}: {TRANSIENT_CODES[code]} ({code})")
+                if code != 0:
+                    raise InfrastructureError(f"metadata for topic {topic}: error code {code}")
                 return sorted(t["partitions"], key=lambda p: p["partition"])
-        raise InfrastructureError(f"no metadata for topic {topic}")
+        raise MetadataPending(f"topic {topic} missing from the metadata answer")
 
-    def leader_id(self, topic: str, partition: int) -> int | None:
-        """Leader of ``topic``-``partition``, None while it has none (offline)."""
-        for p in self.partitions(topic):
-            if p["partition"] == partition:
-                return None if p["leader"] < 0 else p["leader"]
-        raise InfrastructureError(f"topic {topic} has no partition {partition}")
+    def partitions(self, topic: str, wait: bool = True) -> list[dict[str, Any]]:
+        """Partition metadata of ``topic``: dicts with partition, leader, replicas, isr.
 
-    def coordinator_id(self, group: str) -> int | None:
-        """Broker id of ``group``'s coordinator (FindCoordinator); creates __consumer_offsets on first use."""
-        coord = self._call(lambda c: c._find_coordinator_ids([group])[group])
-        return None if coord is None or coord < 0 else coord
+        A topic just created answers UNKNOWN_TOPIC_OR_PARTITION from a broker whose metadata cache
+        the controller has not updated yet (ZooKeeper mode: UpdateMetadata is asynchronous); that is
+        waited through, bounded, unless ``wait`` is False (then :class:`MetadataPending` is raised).
+        """
+        if not wait:
+            return self._partitions_once(topic)
+        return self.settled(lambda: self._partitions_once(topic), f"metadata of topic {topic}")
 
-    def describe_group(self, group: str, coordinator: int | None = None):
-        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``)."""
-        return self._call(lambda c: c.describe_consumer_groups([group], group_coordinator_id=coordinator)[0])
+    def leader_id(self, topic: str, partition: int, wait: bool = False) -> int | None:
+        """Leader of ``topic``-``partition``.
 
-    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        Without ``wait`` None means the partition has no leader right now (offline or between
+        leaders); with it, a leaderless partition is waited through, bounded.
+        """
+        def ask() -> int | None:
+            for p in self.partitions(topic):
+                if p["partition"] == partition:
+                    return None if p["leader"] < 0 else p["leader"]
+            raise InfrastructureError(f"topic {topic} has no partition {partition}")
+
+        return self.settled(ask, f"a leader of {topic}-{partition}") if wait else ask()
+
+    def coordinator_id(self, group: str, wait: bool = True) -> int | None:
+        """Broker id of ``group``'s coordinator (FindCoordinator); creates __consumer_offsets on first use.
+
+        With ``wait`` (default) COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and a lost connection are
+        waited through, bounded; without, one attempt (the observer: a coordinator that is down is an
+        observation).
+        """
+        def ask() -> int | None:
+            coord = self._call(lambda c: c._find_coordinator_ids([group])[group])
+            return None if coord is None or coord < 0 else coord
+
+        return self.settled(ask, f"the coordinator of group {group}") if wait else ask()
+
+    def describe_group(self, group: str, coordinator: int | None = None, wait: bool = True):
+        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``).
+
+        With ``wait`` COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR are waited through, bounded
+        (a coordinator that moved is asked again by FindCoordinator when none was given).
+        """
+        def ask():
+            return self._call(lambda c: c.describe_consumer_groups([group], group_coordinator_id=coordinator)[0])
+
+        return self.settled(ask, f"a description of group {group}") if wait else ask()
+
+    def committed_offsets(self, group: str, wait: bool = True) -> dict[tuple[str, int], int]:
         """OffsetFetch for every partition the group committed: {(topic, partition): next offset}."""
-        res = self._call(lambda c: c.list_consumer_group_offsets(group))
-        return {(tp.topic, tp.partition): om.offset for tp, om in res.items()}
+        def ask() -> dict[tuple[str, int], int]:
+            res = self._call(lambda c: c.list_consumer_group_offsets(group))
+            return {(tp.topic, tp.partition): om.offset for tp, om in res.items()}
 
-    def create_topic(self, topic: str, partitions: int, replication: int, configs: dict[str, str] | None = None) -> None:
+        return self.settled(ask, f"the committed offsets of group {group}") if wait else ask()
+
+    def create_topic(self, topic: str, partitions: int, replication: int, configs: dict[str, str] | None = None,
+                     wait: bool = True) -> None:
+        """Create ``topic`` (an existing one is kept) and, with ``wait``, return only once the metadata
+        lists all ``partitions`` with a leader — what a producer or consumer needs next."""
         try:
             self._call(lambda c: c.create_topics(
                 [NewTopic(topic, partitions, replication, topic_configs=configs or {})],
                 timeout_ms=int(self.timeout * 1000)))
         except TopicAlreadyExistsError:
             pass
+        except KafkaError as exc:
+            if not exc.retriable:  # e.g. INVALID_REPLICATION_FACTOR: asking again gives the same answer
+                raise InfrastructureError(f"creating topic {topic}: {_describe(exc)}") from None
+            raise
+        if wait:
+            self.settled(lambda: True if (len(ps := self._partitions_once(topic)) >= partitions
+                                          and all(p["leader"] >= 0 for p in ps)) else None,
+                         f"topic {topic} to list {partitions} partitions, each with a leader")
 
     def create_partitions(self, topic: str, total: int) -> None:
         self._call(lambda c: c.create_partitions({topic: NewPartitions(total)}, timeout_ms=int(self.timeout * 1000)))

@@ -251,14 +251,16 @@ class LocalCluster:
             return True if controller is not None and self.brokers_see_each_other() else None
 
         retry(brokers_and_controller, deadline, f"brokers {want} to register, see each other and elect a controller")
-        retry(lambda: self.admin.coordinator_id("chaos-ready"), deadline, "__consumer_offsets to be created")
+        # single attempts inside retry(): this loop's own deadline bounds the cluster's start
+        retry(lambda: self.admin.coordinator_id("chaos-ready", wait=False), deadline,
+              "__consumer_offsets to be created")
 
         def offsets_led():
-            parts = self.admin.partitions("__consumer_offsets")
+            parts = self.admin.partitions("__consumer_offsets", wait=False)
             return True if parts and all(p["leader"] >= 0 for p in parts) else None
 
         retry(offsets_led, deadline, "every __consumer_offsets partition to have a leader")
-        retry(lambda: self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf) or True, deadline,
+        retry(lambda: self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf, wait=False) or True, deadline,
               f"topic {READY_TOPIC} to be created")
         retry(lambda: self.produce_probe(READY_TOPIC), deadline, "an acks=all produce through the proxies")
 
@@ -318,14 +320,20 @@ class LocalCluster:
         return None if broker_id is None else f"broker-{broker_id}"
 
     # ------------------------------------------------------------ roles
+    # Each waits, bounded (ClusterAdmin.settled), through transient answers — a topic just created,
+    # a partition between leaders, an election, a coordinator loading — and then either names the
+    # node or raises one InfrastructureError line saying what it waited for and what it saw last.
     def controller(self) -> str | None:
-        return self.broker_name(self.admin.controller_id())
+        """The controller broker (an election in progress is waited through)."""
+        return self.broker_name(self.admin.controller_id(wait=True))
 
     def leader_of(self, topic: str, partition: int) -> str | None:
-        return self.broker_name(self.admin.leader_id(topic, partition))
+        """The leader of ``topic``-``partition`` (a partition between leaders is waited through)."""
+        return self.broker_name(self.admin.leader_id(topic, partition, wait=True))
 
     def coordinator_of(self, group: str) -> str | None:
-        return self.broker_name(self.admin.coordinator_id(group))
+        """The group's coordinator (FindCoordinator; COORDINATOR_NOT_AVAILABLE is waited through)."""
+        return self.broker_name(self.admin.coordinator_id(group, wait=True))
 
     # ------------------------------------------------------------ process faults
     def kill(self, node: str, sig: int = signal.SIGKILL, wait: bool = True) -> None:

@@ -125,6 +125,8 @@ class RunPhase(StrEnum):
 class VerificationStage(StrEnum):
     EFFECT = "effect"
     HEALED = "healed"
+    #: recorded (``ok`` false) for a planned fault that never fired, with the reason as evidence
+    FIRED = "fired"
 
 
 # --------------------------------------------------------------------------- events

@@ -56,6 +56,20 @@ def _settled_state(pid: int, want: str, timeout: float = 2.0) -> str:
     return st
 
 
+def _tree_states(pids: list[int], want: str, timeout: float = 2.0) -> dict[int, str]:
+    """Each pid's kernel state once all read ``want`` (or are gone), or the last seen at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = {pid: _proc_state(pid) for pid in pids}
+        if all(st in (want, "gone") for st in states.values()) or time.monotonic() >= deadline:
+            return states
+        time.sleep(0.01)
+
+
+def _states_text(states: dict[int, str]) -> str:
+    return ", ".join(f"pid {pid} {st}" for pid, st in states.items())
+
+
 def _port_open(port: int, host: str = LOOPBACK) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
@@ -88,6 +102,13 @@ class Primitives:
     def _pid(self, node: str) -> int:
         return (self.run.members[node] if self._is_member(node) else self.cluster.process(node)).pid
 
+    def _tree(self, node: str) -> list[int]:
+        """Every process of ``node``: a member's worker and the client it runs (a Java member's JVM)."""
+        if self._is_member(node):
+            return self.run.members[node].tree()
+        proc = self.cluster.process(node)
+        return proc.tree() if hasattr(proc, "tree") else [proc.pid]
+
     def _alive(self, node: str) -> bool:
         if self._is_member(node):
             return node in self.run.members and self.run.members[node].alive()
@@ -114,6 +135,7 @@ class Primitives:
         if t in (FaultType.KILL, FaultType.TERMINATE, FaultType.RESTART, FaultType.BOUNCE):
             sig = signal.SIGKILL if t in (FaultType.KILL, FaultType.RESTART) else signal.SIGTERM
             pid = self._pid(node)
+            tree = self._tree(node)
             if self._is_member(node):
                 self.run.kill_member(node, sig)
             elif sig == signal.SIGKILL:
@@ -123,14 +145,17 @@ class Primitives:
                 self.cluster.process(node).kill()
             else:
                 self.cluster.kill(node, sig)
-            gone = _proc_state(pid)
-            effect = (gone in ("gone", psutil.STATUS_ZOMBIE), f"{node} pid {pid} after {sig.name}: {gone}")
+            # every process of the target, the leader's descendants included, must have ended
+            states = _tree_states(tree, "gone")
+            ended = all(st in ("gone", psutil.STATUS_ZOMBIE) for st in states.values())
+            effect = (ended, f"{node} after {sig.name}: {_states_text(states)}")
             if t is FaultType.RESTART:
                 self._start(node)
                 return Active([node], lambda: None, lambda: effect, lambda: self._registered(node))
             return Active([node], lambda: self._start(node), lambda: effect, lambda: self._registered(node))
         if t is FaultType.PAUSE:
             pid = self._pid(node)
+            tree = self._tree(node)
             if self._is_member(node):
                 self.run.kill_member(node, signal.SIGSTOP)
             else:
@@ -143,16 +168,20 @@ class Primitives:
                     self.cluster.resume(node)
 
             def paused() -> Evidence:
-                st = _settled_state(pid, psutil.STATUS_STOPPED)
                 if not self._is_member(node) and self.cluster.backend_name == "docker":
                     # docker pause = cgroup freezer: frozen tasks show D, not T; the engine's State.Paused is the evidence
+                    st = _settled_state(pid, psutil.STATUS_STOPPED)
                     frozen = self.cluster.is_paused(node)
                     return frozen and st != "gone", f"{node} pid {pid} docker paused={frozen} kernel state {st}"
-                return st == psutil.STATUS_STOPPED, f"{node} pid {pid} kernel state {st}"
+                # every process of the target stopped (T), not only the one signalled first
+                states = _tree_states(tree, psutil.STATUS_STOPPED)
+                ok = all(st == psutil.STATUS_STOPPED for st in states.values())
+                return ok, f"{node} kernel state: {_states_text(states)}"
 
             def thawed() -> Evidence:
-                st = _proc_state(pid)
-                return st not in (psutil.STATUS_STOPPED, "gone"), f"{node} pid {pid} kernel state {st}"
+                states = {p: _proc_state(p) for p in tree}
+                ok = all(st not in (psutil.STATUS_STOPPED, "gone") for st in states.values())
+                return ok, f"{node} kernel state: {_states_text(states)}"
 
             return Active([node], resume, paused, thawed)
         raise ValueError(f"{t} is not a process fault")
@@ -282,7 +311,7 @@ class Primitives:
             deadline = time.monotonic() + 15
             while True:
                 try:
-                    n = len(admin.partitions(self.run.topic))
+                    n = len(admin.partitions(self.run.topic, wait=False))
                 except Exception:  # noqa: BLE001 - metadata not there yet
                     n = -1
                 if n == total or time.monotonic() >= deadline:

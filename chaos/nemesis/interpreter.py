@@ -90,6 +90,14 @@ class Nemesis:
         for t in self._threads:
             t.join(180)
         self.watch.stop()
+        # a planned fault that never fired is recorded in the history: the run did not test what it
+        # set out to, and the judge must say so (the faults checker answers unknown)
+        for rec in self.records.values():
+            if not rec.fired:
+                reason = rec.skipped_reason or "did not fire before the chaos phase ended"
+                rec.skipped_reason = reason
+                self.events.emit(Kind.FAULT_VERIFIED, fault_id=rec.fault_id, stage="fired", ok=False,
+                                 evidence=f"{rec.type} on {rec.target} ({rec.trigger}) did not fire: {reason}")
         self.events.close()
         (self.run.run_dir / "faults.json").write_text(
             json.dumps([asdict(r) for r in self.records.values()], indent=1))

@@ -199,8 +199,9 @@ class GroupObserver:
 
     def _sample_group(self) -> None:
         try:
-            coordinator = self.admin.coordinator_id(self.group)
-            info = self.admin.describe_group(self.group, coordinator)
+            # one attempt each: a coordinator that is down or loading is an observation, not a wait
+            coordinator = self.admin.coordinator_id(self.group, wait=False)
+            info = self.admin.describe_group(self.group, coordinator, wait=False)
         except Exception:  # noqa: BLE001 - a coordinator that is down is an observation, not a crash
             coordinator, info = None, None
         if info is None:
@@ -239,8 +240,8 @@ class GroupObserver:
 
     def _sample_offsets(self) -> None:
         try:
-            offsets = self.admin.committed_offsets(self.group)
-            coordinator = self.admin.coordinator_id(self.group)
+            offsets = self.admin.committed_offsets(self.group, wait=False)
+            coordinator = self.admin.coordinator_id(self.group, wait=False)
         except Exception:  # noqa: BLE001
             return
         rows = sorted([t, p, o] for (t, p), o in offsets.items() if o >= 0)

@@ -112,10 +112,8 @@ class WorkloadRun:
         self.phase(RunPhase.SETUP)
         self._write_header()
         self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
+        # returns once the metadata lists every partition with a leader (bounded)
         self.admin.create_topic(self.topic, self.spec.partitions, min(self.spec.replication, self.cluster.spec.brokers))
-        retry(lambda: True if all(p["leader"] >= 0 for p in self.admin.partitions(self.topic)) and
-              len(self.admin.partitions(self.topic)) == self.spec.partitions else None,
-              time.monotonic() + 30, f"topic {self.topic} to have leaders")
         broker_logs = {b.broker_id: self.cluster.log_path(b.node) for b in self.cluster.topology.brokers}
         # the observer's own admin client with a short timeout: a dead coordinator must not stall sampling
         self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl"), timeout=1.5), self.group, self.topic,

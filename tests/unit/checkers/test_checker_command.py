@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from chaos.checkers.command import check
 from chaos.checkers.judge import judge_run
-from chaos.checkers.result import Validity
+from chaos.checkers.result import CheckerName, Validity
 from chaos.history import EventWriter, Kind
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
@@ -29,7 +29,7 @@ def test_pass_exit_0_and_checks_json(tmp_path):
     res = CliRunner().invoke(check, [str(d)])
     assert res.exit_code == 0, res.output
     doc = orjson.loads((d / "checks.json").read_bytes())
-    assert doc["valid"] == "true" and len(doc["results"]) == 9
+    assert doc["valid"] == "true" and len(doc["results"]) == len(CheckerName)
 
 
 def test_failure_exit_1_names_what_when_and_evidence(tmp_path):

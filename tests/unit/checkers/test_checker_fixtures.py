@@ -29,7 +29,9 @@ def test_manifest_lists_every_fixture_and_only_known_checkers():
 
 def test_every_checker_has_a_failing_fixture_and_a_passing_one():
     failing = {c for spec in MANIFEST.values() for c, v in spec["expect"].items() if v == "false"}
-    assert failing == {c.value for c in CheckerName}
+    # the faults checker is a precondition, not an invariant: it answers unknown, never false
+    assert failing == {c.value for c in CheckerName} - {"faults"}
+    assert any(spec["expect"].get("faults") == "unknown" for spec in MANIFEST.values())
     near_misses = [n for n, spec in MANIFEST.items() if not spec["expect"]]
     assert len(near_misses) >= 10
 
@@ -42,7 +44,10 @@ def test_fixture(name):
     want = {c.value: spec["expect"].get(c.value, "true") for c in CheckerName}
     assert got == want, {r.checker.value: r.summary for r in verdict.results if got[r.checker.value] != want[r.checker.value]}
     for checker, seqs in spec["evidence"].items():
-        cited = {s for f in verdict.result(checker).violations for s in f.evidence}
+        result = verdict.result(checker)
+        # a false answer cites its violations; an unknown one its findings (reported, not violations)
+        cited = {s for f in (result.violations if result.valid is Validity.FALSE else result.findings)
+                 for s in f.evidence}
         assert set(seqs) <= cited, f"{checker} cites {sorted(cited)}, expected to include {seqs}"
     for r in verdict.results:
         if r.valid is Validity.FALSE:
