@@ -1,12 +1,18 @@
 """The ``chaos`` command line.
 
-click is the CLI framework (well kept, composable groups); every command turns
-:class:`chaos.errors.UsageError` into one line on stderr and exit code 2.
+click is the CLI framework (well kept, composable groups, shell completion).
+Every way a command can be refused — a :class:`chaos.errors.UsageError`, a
+click usage error (unknown option, missing argument, misspelt command), a file
+the system will not open — ends as ONE line on stderr starting
+``chaos: error:`` and exit code 2; never a traceback. Results go to stdout,
+progress and errors to stderr, so ``chaos ... --json | jq`` always sees JSON.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,38 +21,150 @@ import click
 
 from chaos.errors import UsageError
 
+EXIT_CODES = """\b
+Exit codes:
+  0  every run / verdict valid (or failed exactly as the experiment's expect_violation says)
+  1  an invariant was violated (a checker said false)
+  2  bad input or infrastructure failure: one line on stderr starting "chaos: error:"
+  3  inconclusive: a checker said unknown (not a pass)
+  130  interrupted (Ctrl-C); everything started was stopped"""
+
+ENVIRONMENT = """\b
+Environment:
+  KAFKA_CHAOS_CACHE        Kafka jars and Toxiproxy (default ~/.cache/kafka-chaos)
+  KAFKA_CHAOS_STATE        records of started processes and clusters (default /tmp/kafka-chaos)
+  KAFKA_CHAOS_DOCKER_HOST  docker backend: use this engine (unix:///path.sock) instead of our own
+  KAFKA_CHAOS_DOCKER_DIR   docker backend: our own engine's directory (default /tmp/kafka-chaos-docker)
+  KAFKA_CHAOS_DEBIAN_MIRROR  docker backend: Debian mirror for building images"""
+
+COMPLETION = """\b
+Shell completion (commands, options, experiment names):
+  bash: eval "$(_CHAOS_COMPLETE=bash_source chaos)"   (add to ~/.bashrc)
+  zsh:  eval "$(_CHAOS_COMPLETE=zsh_source chaos)"    (add to ~/.zshrc)
+  fish: _CHAOS_COMPLETE=fish_source chaos | source"""
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _fail(message: str) -> None:
+    click.echo(f"chaos: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
 
 class _Group(click.Group):
-    """A click group that maps UsageError to a one-line message and exit 2."""
+    """A click group whose every refusal is one ``chaos: error:`` line and exit 2; suggests
+    commands for misspelt ones ("did you mean")."""
 
     def invoke(self, ctx: click.Context):  # noqa: D401 - click hook
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            click.echo(f"chaos: error: {exc}", err=True)
-            sys.exit(2)
+            _fail(_one_line(exc))
         except KeyboardInterrupt:
             click.echo("chaos: interrupted; everything started was stopped", err=True)
             sys.exit(130)
+        except OSError as exc:
+            # the environment refused a file (permissions, a full disk, a directory where a file
+            # was expected): say which file and why — a bug keeps its traceback, this is not one
+            if exc.filename is None:
+                raise
+            _fail(f"{exc.filename}: {exc.strerror or exc}")
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}?" if close else f"see `{ctx.command_path} -h`"
+            raise click.UsageError(f"no such command {name!r}; {hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        try:
+            rv = super().main(args, prog_name or "chaos", complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see `{ctx.command_path} -h`)" if ctx is not None else ""
+            _fail(_one_line(exc.format_message()) + where)
+        except click.Abort:
+            click.echo("chaos: interrupted; everything started was stopped", err=True)
+            sys.exit(130)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv
 
 
-@click.group(cls=_Group)
-@click.version_option(package_name="kafka-chaos")
-def main() -> None:
-    """Chaos and fault-injection testing for Kafka consumer groups."""
+def _complete_experiments(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Catalogue names (and .yaml files when a path is being typed) for shell completion."""
+    from click.shell_completion import CompletionItem
+
+    if "/" in incomplete or incomplete.startswith("."):
+        return [CompletionItem(incomplete, type="file")]
+    try:
+        from chaos.experiment import experiment_names
+
+        dirs = tuple(Path(d) for d in (ctx.params.get("directories") or ()))
+        return [CompletionItem(n) for n in experiment_names(dirs) if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell
+        return []
 
 
-@main.command()
-@click.option("--kafka-version", default=None, help="Kafka release to fetch (2.8.x-3.9.x; default 3.9.1).")
-def setup(kafka_version: str | None) -> None:
-    """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache."""
+def _check_kafka_version(version: str | None) -> None:
+    if version is not None:
+        from chaos.cluster.runtime import validate_kafka_version
+
+        try:
+            validate_kafka_version(version)
+        except UsageError as exc:
+            raise UsageError(f"--kafka-version: {exc}") from None
+
+
+def _console():
+    """Progress on stderr: time-stamped lines, no developer file:line suffix."""
     from rich.console import Console
 
+    return Console(stderr=True, log_path=False, soft_wrap=True)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT,
+             epilog="\n\n".join([EXIT_CODES, ENVIRONMENT, COMPLETION]))
+@click.version_option(package_name="kafka-chaos")
+def main() -> None:
+    """Chaos and fault-injection testing for Kafka consumer groups.
+
+    An experiment (a YAML file, or the name of one in the catalogue) says what cluster to start,
+    what workload to run, which faults to inject when, and which invariants to judge. The catalogue
+    ships with the package; ./experiments/ and --dir add to it and override it.
+
+    \b
+    Examples:
+      chaos setup                          fetch Kafka and build Toxiproxy (once)
+      chaos list                           the catalogue
+      chaos plan coordinator-kill-completing-eager --seed 7
+      chaos run baseline --runs 3          run an experiment against a real cluster
+      chaos check runs/baseline/*          re-judge recorded runs
+      chaos run --nightly --budget 2h      the whole catalogue, fresh seeds, for two hours
+
+    Every command has its own help: chaos COMMAND -h.
+    """
+
+
+@main.command(short_help="Fetch Kafka (Maven Central) and build Toxiproxy (Go module proxy) into the cache.",
+              epilog="\b\nExamples:\n  chaos setup\n  chaos setup --kafka-version 3.7.2\n"
+                     "  KAFKA_CHAOS_CACHE=/data/kc chaos setup")
+@click.option("--kafka-version", default=None, metavar="X.Y.Z",
+              help="Kafka release to fetch, a ZooKeeper-mode release 2.8.x-3.9.x (default 3.9.1).")
+def setup(kafka_version: str | None) -> None:
+    """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache
+    ($KAFKA_CHAOS_CACHE, default ~/.cache/kafka-chaos). A no-op when they are there already."""
     from chaos.cluster import runtime
 
-    console = Console(stderr=True)
+    console = _console()
+    _check_kafka_version(kafka_version)
     version = kafka_version or runtime.DEFAULT_KAFKA_VERSION
-    runtime.validate_kafka_version(version)
     with console.status("setting up the runtime ...") as status:
         def progress(msg: str) -> None:
             status.update(msg)
@@ -58,26 +176,36 @@ def setup(kafka_version: str | None) -> None:
     click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}; toxiproxy {tox.version} at {tox.binary}")
 
 
-@main.group(cls=_Group)
+@main.group(cls=_Group, context_settings=CONTEXT,
+            short_help="Start, inspect and stop a long-lived local cluster (outside experiments).",
+            epilog="\b\nExamples:\n  chaos cluster up --brokers 3\n  chaos cluster status --json\n"
+                   "  chaos cluster down\n  chaos cluster down cluster-20250101-120000-ab12cd")
 def cluster() -> None:
-    """Start, inspect and stop a long-lived local cluster."""
+    """Start, inspect and stop a long-lived local cluster, to point your own clients at
+    (experiments start their own clusters; this is not needed for `chaos run`)."""
 
 
-@cluster.command("up")
-@click.option("--brokers", default=3, show_default=True, type=int)
-@click.option("--zookeepers", default=1, show_default=True, type=int, help="1 or 3 (ensemble)")
-@click.option("--kafka-version", default=None)
-@click.option("--lanes", default=2, show_default=True, type=int, help="client lanes (each with its own proxies)")
+@cluster.command("up", short_help="Start a cluster that keeps running after this command exits.",
+                 epilog="\b\nExamples:\n  chaos cluster up\n  chaos cluster up --brokers 1 --lanes 1\n"
+                        "  chaos cluster up --zookeepers 3 --override log.retention.ms=60000 --json")
+@click.option("--brokers", default=3, show_default=True, type=int, help="number of Kafka brokers")
+@click.option("--zookeepers", default=1, show_default=True, type=int, help="ZooKeeper nodes: 1, or 3 (an ensemble)")
+@click.option("--kafka-version", default=None, metavar="X.Y.Z",
+              help="Kafka release, 2.8.x-3.9.x (default 3.9.1; fetched by `chaos setup --kafka-version`)")
+@click.option("--lanes", default=2, show_default=True, type=int,
+              help="client lanes: each has its own Toxiproxy proxies to every broker")
 @click.option("--replication-factor", default=None, type=int, help="RF of internal topics (default min(3, brokers))")
 @click.option("--base-port", default=None, type=int, help="use fixed ports from here instead of free ones")
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="broker setting override (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="print the status as JSON")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="a broker setting (server.properties key), repeatable")
+@click.option("--json", "as_json", is_flag=True, help="print the status (addresses, pids, settings) as JSON")
 def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, base_port, overrides, as_json) -> None:
     """Start a cluster that keeps running after this command exits (stop it with `chaos cluster down`)."""
     from chaos.cluster.local import LocalCluster
     from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
     from chaos.cluster.topology import ClusterSpec
 
+    _check_kafka_version(kafka_version)
     parsed = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -88,7 +216,11 @@ def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, ba
                              lanes=lanes, replication_factor=replication_factor, base_port=base_port,
                              broker_overrides=parsed)
     c = LocalCluster(spec, detached=True)
-    c.start()
+    console = _console()
+    console.log(f"starting {zookeepers} ZooKeeper, {brokers} broker(s) and Toxiproxy "
+                f"(kafka {spec.kafka_version}; usually 5-15 s) ...")
+    with console.status("waiting for the cluster to be usable ..."):
+        c.start()
     status = c.status()
     if as_json:
         click.echo(json.dumps(status, indent=2, default=str))
@@ -97,17 +229,36 @@ def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, ba
         for lane, servers in status["bootstrap"].items():
             click.echo(f"  bootstrap {lane:5s} {servers}")
         click.echo(f"  toxiproxy {status['toxiproxy']['api']}   workdir {status['workdir']}")
-        click.echo("stop it with: chaos cluster down")
+        click.echo(f"stop it with: chaos cluster down {status['session']}")
 
 
-@cluster.command("status")
-@click.option("--json", "as_json", is_flag=True)
+def _my_sessions() -> tuple[list[Path], list[Path]]:
+    """Detached sessions (``chaos cluster up``) under the state root: (this user's, other users').
+
+    The state root is shared (/tmp/kafka-chaos by default), so a session belongs to whoever owns
+    its directory (the uid that created it).
+    """
+    from chaos.process import detached_sessions
+
+    mine, theirs = [], []
+    for d in detached_sessions():
+        try:
+            (mine if d.stat().st_uid == os.getuid() else theirs).append(d)
+        except FileNotFoundError:
+            continue
+    return mine, theirs
+
+
+@cluster.command("status", short_help="Show the running clusters started with `chaos cluster up`.",
+                 epilog="\b\nExamples:\n  chaos cluster status\n  chaos cluster status --json | jq '.[0].bootstrap'")
+@click.option("--json", "as_json", is_flag=True,
+              help="print every cluster's full status (nodes, pids, logs, effective settings) as a JSON list")
 def cluster_status(as_json) -> None:
-    """Show running clusters started with `chaos cluster up`, with every effective setting (--json)."""
-    from chaos.process import ProcessRecord, detached_sessions
+    """Show the running clusters this user started with `chaos cluster up`, node by node."""
+    from chaos.process import ProcessRecord
 
     out = []
-    for d in detached_sessions():
+    for d in _my_sessions()[0]:
         try:
             status = json.loads((d / "cluster.json").read_text())
         except (FileNotFoundError, ValueError):
@@ -127,133 +278,278 @@ def cluster_status(as_json) -> None:
             click.echo(f"  {name:10s} pid {node['pid']:<8} {'running' if node['running'] else 'DOWN'}  log {node['log']}")
 
 
-@cluster.command("down")
-def cluster_down() -> None:
-    """Stop every cluster started with `chaos cluster up` and delete its files."""
-    from chaos.process import detached_sessions, stop_session_dir
+@cluster.command("down", short_help="Stop the clusters this user started with `chaos cluster up` (or the one named).",
+                 epilog="\b\nExamples:\n  chaos cluster down\n  chaos cluster down cluster-20250101-120000-ab12cd")
+@click.argument("sessions", nargs=-1, metavar="[SESSION]...")
+def cluster_down(sessions: tuple[str, ...]) -> None:
+    """Stop clusters started with `chaos cluster up` and delete their files.
 
-    sessions = detached_sessions()
-    for d in sessions:
+    Without SESSION: every cluster this user started. With SESSION (as `chaos cluster status`
+    prints it): only those. Clusters of other users are never touched.
+    """
+    from chaos.process import stop_session_dir
+
+    mine, theirs = _my_sessions()
+    if sessions:
+        by_name = {d.name: d for d in mine}
+        others = {d.name for d in theirs}
+        chosen = []
+        for s in sessions:
+            if s in others:
+                raise UsageError(f"cluster {s} was started by another user; only they can stop it")
+            if s not in by_name:
+                names = ", ".join(sorted(by_name)) or "none running"
+                raise UsageError(f"no running cluster {s!r} of this user (yours: {names}; see `chaos cluster status`)")
+            chosen.append(by_name[s])
+    else:
+        chosen = mine
+    for d in chosen:
         killed = stop_session_dir(d)
         click.echo(f"stopped {d.name}: {len(killed)} processes")
-    if not sessions:
-        click.echo("no cluster running")
+    if not chosen:
+        click.echo("no cluster of this user running" + (f" ({len(theirs)} of other users left alone)" if theirs else ""))
 
 
-@main.command()
-@click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
-@click.option("--records", default=3000, show_default=True, type=int)
+@main.command(short_help="Break and heal a real cluster, then run the headline experiment and show its verdict.",
+              epilog="\b\nExamples:\n  chaos demo\n  chaos demo --out /tmp/demo --records 10000")
+@click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path),
+              help="directory for the demo's summary (demo.json), node logs and the headline run")
+@click.option("--records", default=3000, show_default=True, type=click.IntRange(1, 10_000_000),
+              help="records produced and consumed before the faults")
 def demo(out: Path, records: int) -> None:
-    """Break and heal a real cluster, then run the headline experiment and show its verdict."""
+    """Start a real cluster, cut a link and kill a partition leader while producing, heal it, then run
+    the headline experiment (a coordinator killed mid-rebalance) and show its verdict."""
     from chaos.demo import run_demo, run_headline
 
     run_demo(out, say=click.echo, records=records)
     sys.exit(run_headline(out, say=click.echo))
 
 
-@main.command("list")
-@click.option("--dir", "directory", default="experiments", show_default=True, type=click.Path(path_type=Path))
-def list_experiments(directory: Path) -> None:
-    """Show the experiment catalogue."""
-    from chaos.experiment import catalogue
+_DIR_OPTION = click.option(
+    "--dir", "directories", multiple=True, type=click.Path(path_type=Path, file_okay=False),
+    help="a directory of experiment .yaml files that adds to and overrides the catalogue (repeatable; "
+         "./experiments/ is always included)")
 
-    entries = catalogue(directory)
+
+def _print_table(table) -> None:
+    """A rich table on stdout, as wide as the terminal at most (80 columns when not a terminal),
+    without the padding rich leaves at the end of each line."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False, highlight=False)
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+def _entry_doc(path: Path, exp) -> dict:
+    from chaos.experiment import PACKAGED_CATALOGUE
+
+    origin = "packaged" if path.resolve().parent == PACKAGED_CATALOGUE.resolve() else "local"
+    if isinstance(exp, UsageError):
+        return {"name": path.stem, "path": str(path), "origin": origin, "valid": False, "error": _one_line(exp)}
+    return {"name": exp.name, "path": str(path), "origin": origin, "valid": True,
+            "faults": sorted({f.type.value for f in exp.faults}), "runs": exp.runs,
+            "expect_violation": [c.value for c in exp.expect_violation], "description": exp.description.strip()}
+
+
+@main.command("list", short_help="Show the experiment catalogue (packaged, ./experiments/ and --dir).",
+              epilog="\b\nExamples:\n  chaos list\n  chaos list --dir my-experiments\n"
+                     "  chaos list --json | jq -r '.[].name'")
+@_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True,
+              help="print a JSON list: name, path, origin, valid, faults, runs, description (or error)")
+def list_experiments(directories: tuple[Path, ...], as_json: bool) -> None:
+    """Show the experiment catalogue: the experiments shipped with kafka-chaos, overridden and extended
+    by ./experiments/*.yaml and --dir. An invalid file is listed as INVALID with the reason; the
+    others are still listed."""
+    from chaos.experiment import catalogue, catalogue_path
+
+    for d in directories:
+        if not d.is_dir():
+            raise UsageError(f"--dir {d}: no such directory")
+    entries = catalogue(extra=directories)
+    docs = [_entry_doc(p, e) for p, e in entries]
+    if as_json:
+        click.echo(json.dumps(docs, indent=1))
+        return
     if not entries:
-        raise UsageError(f"no experiments in {directory}/ (each is a .yaml file)")
-    for path, exp in entries:
-        if isinstance(exp, UsageError):
-            click.echo(f"{path.stem:48s} INVALID: {exp}")
+        raise UsageError(f"no experiments (*.yaml) in {', '.join(str(d) for d in catalogue_path(directories))}")
+    from rich.table import Table
+
+    # two columns — the name with its faults under it, then the description wrapped in what is left —
+    # so no line is wider than the terminal and nothing is cut
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, show_lines=True)
+    table.add_column("experiment (faults)", no_wrap=True, overflow="fold")
+    table.add_column("what it does", overflow="fold", ratio=1)
+    for doc in docs:
+        if doc["valid"]:
+            table.add_row(f"{doc['name']}\n  ({', '.join(doc['faults']) or 'no faults'})",
+                          " ".join(doc["description"].split()))
         else:
-            kinds = ",".join(sorted({f.type.value for f in exp.faults})) or "none"
-            click.echo(f"{exp.name:48s} faults: {kinds:28s} {exp.description.splitlines()[0] if exp.description else ''}")
+            table.add_row(f"{doc['name']}\n  (INVALID)", doc["error"])
+    _print_table(table)
 
 
-@main.command()
-@click.option("--out", default=None, type=click.Path(path_type=Path), help="write to a file instead of stdout")
+@main.command(short_help="Print the JSON Schema of experiment files (for editors and CI).",
+              epilog="\b\nExamples:\n  chaos schema > experiment.schema.json\n  chaos schema --out experiments/schema.json")
+@click.option("--out", default=None, type=click.Path(path_type=Path),
+              help="write to this file (replaced whole) instead of stdout; its directory must exist")
 def schema(out: Path | None) -> None:
-    """Print the JSON Schema of experiment files (for editors)."""
-    from chaos.experiment import json_schema
+    """Print the JSON Schema of experiment files: every field, type, default and allowed value."""
+    from chaos.experiment import dump_schema, json_schema
 
-    text = json.dumps(json_schema(), indent=2)
     if out:
-        out.write_text(text + "\n")
+        dump_schema(out)
     else:
-        click.echo(text)
+        click.echo(json.dumps(json_schema(), indent=2))
 
 
-@main.command()
-@click.argument("experiment")
-@click.option("--seed", default=1, show_default=True, type=int)
-def plan(experiment: str, seed: int) -> None:
-    """Print the fault schedule a seed gives (no cluster needed)."""
-    from chaos.experiment import load_experiment
-    from chaos.nemesis.schedule import plan as make_plan, timeline
-
-    click.echo(json.dumps(timeline(make_plan(load_experiment(experiment), seed)), indent=1))
+def _trigger_doc(trigger) -> dict:
+    return json.loads(trigger.model_dump_json(exclude_defaults=True)) or {"at_s": 0.0}
 
 
-@main.command()
-@click.argument("experiments", nargs=-1)
+def _trigger_text(trigger) -> str:
+    parts = []
+    for key, value in _trigger_doc(trigger).items():
+        if isinstance(value, dict):
+            parts.append(f"{key}(" + ", ".join(f"{k}={v}" for k, v in value.items()) + ")")
+        else:
+            parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+@main.command(short_help="Print the fault schedule an experiment and seed give (no cluster needed).",
+              epilog="\b\nExamples:\n  chaos plan baseline\n  chaos plan coordinator-kill-completing-eager --seed 7\n"
+                     "  chaos plan experiments/nightly-mixed.yaml --seed 3 --json")
+@click.argument("experiment", shell_complete=_complete_experiments)
+@click.option("--seed", default=1, show_default=True, type=int,
+              help="the run's seed: random triggers and random targets follow it (`chaos run --seed`)")
+@_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True,
+              help="print a JSON list of faults: fault_id, type, target, node, at_s (null: state trigger), "
+                   "duration_s, trigger")
+def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: bool) -> None:
+    """Print the fault schedule of EXPERIMENT (a .yaml file or a catalogue name) for a seed: which
+    fault fires when, on what, for how long. The same seed gives the same schedule in `chaos run`."""
+    from chaos.experiment import check_seed, load_experiment
+    from chaos.nemesis.schedule import plan as make_plan
+
+    check_seed(seed)
+    exp = load_experiment(experiment, directories)
+    planned = make_plan(exp, seed)
+    docs = [{"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value, "node": f.spec.node,
+             "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger)}
+            for f in planned]
+    if as_json:
+        click.echo(json.dumps(docs, indent=1))
+        return
+    from rich.table import Table
+
+    click.echo(f"{exp.name}, seed {seed}: {len(docs)} fault(s) in a chaos phase of {exp.phases.chaos_s:g} s "
+               f"(warmup {exp.phases.warmup_s:g} s before, heal {exp.phases.heal_s:g} s after)")
+    if not docs:
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("fault", "at", "type", "target", "duration", "trigger"):
+        table.add_column(col, overflow="fold")
+    for d, f in zip(docs, planned):
+        target = d["target"] + (f" {d['node']}" if d["node"] else "")
+        at = f"{d['at_s']:g} s" if d["at_s"] is not None else "on state"
+        table.add_row(d["fault_id"], at, d["type"], target, f"{d['duration_s']:g} s", _trigger_text(f.spec.trigger))
+    _print_table(table)
+
+
+@main.command(short_help="Run experiments against real clusters and judge every run.",
+              epilog="\n\n".join([
+                  "\b\nExamples:\n  chaos run baseline\n  chaos run coordinator-kill-completing-eager --runs 5 --seed 100\n"
+                  "  chaos run my-experiment.yaml --backend docker\n  chaos run --nightly --budget 2h --out results\n"
+                  "  chaos run baseline --json | jq '.[].valid'", EXIT_CODES]))
+@click.argument("experiments", nargs=-1, shell_complete=_complete_experiments, metavar="[EXPERIMENT]...")
 @click.option("--runs", default=None, type=click.IntRange(1, 10000), help="runs per experiment (default: its `runs`)")
 @click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where run directories go (default runs/, or results/ with --nightly)")
-@click.option("--kafka-version", default=None, help="override the experiments' Kafka version")
+@click.option("--kafka-version", default=None, metavar="X.Y.Z", help="override the experiments' Kafka version")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
               help="override the experiments' cluster backend (docker: containers on kafka-chaos's own engine)")
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
-@click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h)")
-@click.option("--json", "as_json", is_flag=True, help="print outcomes as JSON")
-def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, as_json) -> None:
-    """Run experiments against real clusters; exit 0 valid, 1 invariant failed, 2 bad input/infrastructure, 3 unknown."""
-    from rich.console import Console
-
+@click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h, 900s)")
+@_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True,
+              help="print the outcomes as a JSON list (one object per run) instead of one line per run")
+def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, directories, as_json) -> None:
+    """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
+    planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
+    (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
+    faults.json and logs."""
     from chaos.experiment import catalogue, load_experiment
-    from chaos.runner import exit_code, parse_budget, run_experiments, run_nightly
+    from chaos.runner import BatchStopped, exit_code, parse_budget, run_experiments, run_nightly
+    from chaos.run_progress import RunProgress
 
     if not experiments and not nightly:
         raise UsageError("name at least one experiment (see `chaos list`), or use --nightly for the whole catalogue")
+    _check_kafka_version(kafka_version)
     if experiments:
-        exps = [load_experiment(e) for e in experiments]
+        exps = [load_experiment(e, directories) for e in experiments]
     else:
-        entries = catalogue("experiments")
-        bad = [f"{p}: {e}" for p, e in entries if isinstance(e, UsageError)]
+        entries = catalogue(extra=directories)
+        bad = [e for _, e in entries if isinstance(e, UsageError)]
         if bad:
-            raise UsageError(f"invalid catalogue entry: {bad[0]}")
+            raise UsageError(f"invalid catalogue entry: {_one_line(bad[0])}")
         exps = [e for _, e in entries]
         if not exps:
-            raise UsageError("no experiments in experiments/: run from the project directory or name the files")
+            raise UsageError("the catalogue is empty: name experiment files, or add --dir")
     if kafka_version:
         exps = [e.with_overrides(**{"cluster.kafka_version": kafka_version}) for e in exps]
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
     budget_s = parse_budget(budget) if nightly else 0.0
+    root = out or Path("results" if nightly else "runs")
     total = "?" if nightly else sum(runs or e.runs for e in exps)
-    console = Console(stderr=True)
+    console = _console()
     done = {"n": 0}
     t_start = time.monotonic()
+    following: dict[str, RunProgress] = {}
 
     def started(exp, k, s):
         left = f", {max(0, budget_s - (time.monotonic() - t_start)) / 60:.0f} min of budget left" if nightly else ""
-        console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s}{left} ...")
+        console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s}{left}: starting "
+                    f"(warmup {exp.phases.warmup_s:g} s, chaos {exp.phases.chaos_s:g} s, heal {exp.phases.heal_s:g} s; "
+                    f"a new cluster takes 5-15 s more)")
+        pattern = f"{'*/' if nightly else ''}{exp.name}/run-{k:03d}-seed-{s}"
+        following["run"] = RunProgress(root, pattern, lambda line: console.print(line, highlight=False)).__enter__()
 
     def finished(oc):
+        progress = following.pop("run", None)
+        if progress is not None:
+            progress.stop()
         done["n"] += 1
-        mark = "ok" if oc.exit_code == 0 else ("ERROR" if oc.valid == "error" else "FAIL")
-        extra = oc.error or (", ".join(oc.failed_checkers) if oc.failed_checkers else "")
+        if oc.valid == "error":
+            return  # the batch stops on it: BatchStopped below says it on stderr
+        mark = "ok" if oc.exit_code == 0 else "FAIL"
+        extra = ", ".join(oc.failed_checkers) if oc.failed_checkers else ""
         if not as_json:
             click.echo(f"{mark:5s} {oc.experiment} run {oc.index} seed {oc.seed} verdict {oc.valid} "
                        f"{oc.wall_s:.1f}s {extra}  -> {oc.run_dir}")
 
-    if nightly:
-        outcomes = run_nightly(exps, out or Path("results"), budget_s, seed=seed, on_run=finished, on_start=started)
-        console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
-                    f"archived under {out or Path('results')}")
-    else:
-        outcomes = run_experiments(exps, out or Path("runs"), runs=runs, seed=seed, on_run=finished, on_start=started)
+    from dataclasses import asdict
+    try:
+        if nightly:
+            outcomes = run_nightly(exps, root, budget_s, seed=seed, on_run=finished, on_start=started)
+            console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
+                        f"archived under {root}")
+        else:
+            outcomes = run_experiments(exps, root, runs=runs, seed=seed, on_run=finished, on_start=started)
+    except BatchStopped as exc:
+        if as_json:  # stdout keeps its one shape: the runs done, the failed one included
+            click.echo(json.dumps([asdict(o) for o in exc.outcomes], indent=1))
+        raise
+    finally:
+        for progress in following.values():
+            progress.stop()
     if as_json:
-        from dataclasses import asdict
         click.echo(json.dumps([asdict(o) for o in outcomes], indent=1))
     sys.exit(exit_code(outcomes))
 
@@ -263,6 +559,10 @@ def _register_lazy_commands() -> None:
     from chaos.report.command import report
 
     main.add_command(check)
+    if not report.epilog:
+        report.epilog = ("\b\nExamples:\n  chaos report results --out report\n"
+                         "  chaos report results --out report --timelines 10 --json")
+    report.short_help = report.short_help or "Build the reliability report (HTML, Parquet) over many runs."
     main.add_command(report)
 
 

@@ -73,8 +73,7 @@ def run_headline(out: Path, say: Say = print, seed: int = 1) -> int:
     from chaos.experiment import load_experiment
     from chaos.runner import run_experiments
 
-    path = Path("experiments") / f"{HEADLINE}.yaml"
-    exp = load_experiment(path)
+    exp = load_experiment(HEADLINE)  # the catalogue: ./experiments/ or the packaged copy
     say(f"\nrunning experiment {exp.name}: {exp.description.splitlines()[0]}")
     [oc] = run_experiments([exp], out / "runs", runs=1, seed=seed)
     run_dir = Path(oc.run_dir)
@@ -83,8 +82,10 @@ def run_headline(out: Path, say: Say = print, seed: int = 1) -> int:
         return oc.exit_code
     kill = next((f for f in oc.faults if f["type"] == "kill"), None)
     if kill and kill.get("fired"):
-        say(f"killed {kill['nodes'][0]} {kill['trigger_to_effect_ms']} ms after the coordinator logged: "
-            f"{(kill.get('trigger_signal') or '')[-120:]}")
+        # the whole log line: a cut one ("...zed group ...") hides which transition triggered the kill
+        signal = " ".join((kill.get("trigger_signal") or "").split())
+        say(f"killed {kill['nodes'][0]} {kill['trigger_to_effect_ms']} ms after the coordinator logged:")
+        say(f"  {signal}")
         say(f"landed in {kill['intended_state']}: {kill['landed']} ({kill['landing_evidence']})")
     from chaos.checkers.judge import load_run
     from chaos.checkers.registry import run_checkers

@@ -19,7 +19,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from chaos.checkers.result import CheckerName
@@ -327,42 +326,99 @@ def check_seed(seed: int, what: str = "--seed") -> int:
 
 
 def _error_line(source: str, exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    """One line for a pydantic error: ``SOURCE: FIELD: what is wrong (got VALUE)`` and how many more."""
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    loc = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field (check the spelling; `chaos schema` prints every allowed field)"
-    elif err["type"] == "enum":
-        msg = f"{msg}"
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{source}: {loc}: {msg}{more}"
+    elif err["type"] == "missing":
+        msg = "required field missing"
+    elif not err["type"].startswith("value_error") and "input" in err and not isinstance(err["input"], (dict, list)):
+        msg = f"{msg} (got {err['input']!r})"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    # a model-level validator names its field itself (``faults.0.node: ...``): no "(top level)" prefix
+    return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
 
 
 def parse_experiment(data: Any, source: str = "<experiment>") -> Experiment:
+    """Validate already-read data (a mapping) as an experiment; one-line UsageError naming ``source``."""
     if not isinstance(data, dict):
-        raise UsageError(f"{source}: an experiment is a mapping with at least `name:`")
+        got = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise UsageError(f"{source}: an experiment is a mapping with at least `name:` (got {got})")
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("kafka_version"), str):
+        from chaos.cluster.runtime import validate_kafka_version
+
+        try:  # ClusterSpec raises it as a UsageError, which pydantic does not locate
+            validate_kafka_version(cluster["kafka_version"])
+        except UsageError as exc:
+            raise UsageError(f"{source}: cluster.kafka_version: {exc}") from None
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
         raise UsageError(_error_line(source, exc)) from None
+    except UsageError as exc:  # raised by a validator that knows no file
+        raise UsageError(f"{source}: {exc}") from None
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Load and validate one experiment file; one-line UsageError on any problem."""
-    p = Path(path)
-    if not p.exists():
-        candidate = Path("experiments") / f"{p.name}.yaml"
-        if candidate.exists():
-            p = candidate
-        else:
-            raise UsageError(f"{path}: no such experiment file (see `chaos list`)")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise UsageError(f"{p}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return parse_experiment(data, str(p))
+#: the catalogue shipped with the package (package data), read from any working directory
+PACKAGED_CATALOGUE = Path(__file__).resolve().parent / "catalogue"
+#: a project's own catalogue, relative to the working directory: adds to and overrides the packaged one
+LOCAL_CATALOGUE = Path("experiments")
+
+
+def catalogue_path(extra: tuple[Path, ...] | list[Path] = ()) -> list[Path]:
+    """The catalogue directories that exist, lowest precedence first: the packaged catalogue,
+    ``./experiments``, then ``extra`` (``--dir``); the same directory is listed once."""
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for d in (PACKAGED_CATALOGUE, LOCAL_CATALOGUE, *extra):
+        try:
+            real = d.resolve()
+        except OSError:
+            continue
+        if d.is_dir() and real not in seen:
+            seen.add(real)
+            out.append(d)
+    return out
+
+
+def _looks_like_a_path(text: str) -> bool:
+    return "/" in text or text.endswith((".yaml", ".yml")) or text.startswith(".")
+
+
+def experiment_names(extra: tuple[Path, ...] | list[Path] = ()) -> list[str]:
+    """Catalogue names (file stems) over :func:`catalogue_path`, for completion and suggestions."""
+    return sorted({p.stem for d in catalogue_path(extra) for p in d.glob("*.yaml")})
+
+
+def resolve_experiment(name_or_path: str | Path, extra: tuple[Path, ...] | list[Path] = ()) -> Path:
+    """The file of an experiment given as a path or as a catalogue name (the last catalogue
+    directory of :func:`catalogue_path` that has ``NAME.yaml`` wins)."""
+    text = str(name_or_path)
+    p = Path(name_or_path)
+    if p.exists() or _looks_like_a_path(text):
+        return p
+    for d in reversed(catalogue_path(extra)):
+        candidate = d / f"{text}.yaml"
+        if candidate.is_file():
+            return candidate
+    import difflib
+
+    close = difflib.get_close_matches(text, experiment_names(extra), n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else "`chaos list` shows the catalogue"
+    raise UsageError(f"{text}: no such experiment file or catalogue name; {hint}")
+
+
+def load_experiment(path: str | Path, extra: tuple[Path, ...] | list[Path] = ()) -> Experiment:
+    """Load and validate one experiment, given as a file or a catalogue name; one-line UsageError on
+    any problem (the file is read by :func:`chaos.spec_file.read_spec_file`: strict YAML, size cap)."""
+    from chaos.spec_file import read_spec_file
+
+    p = resolve_experiment(path, extra)
+    return parse_experiment(read_spec_file(p), str(p))
 
 
 def json_schema() -> dict[str, Any]:
@@ -373,9 +429,24 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-def catalogue(directory: str | Path = "experiments") -> list[tuple[Path, Experiment | UsageError]]:
+def catalogue(directory: str | Path | None = None,
+              extra: tuple[Path, ...] | list[Path] = ()) -> list[tuple[Path, Experiment | UsageError]]:
+    """Every ``*.yaml`` of ``directory`` — or, without one, of the whole :func:`catalogue_path`
+    (a file overrides a same-named one of a lower-precedence directory) — loaded, sorted by name.
+
+    An unreadable or invalid file is an entry whose value is its :class:`UsageError`; it never hides
+    the other entries.
+    """
+    dirs = [Path(directory)] if directory is not None else catalogue_path(extra)
+    by_name: dict[str, Path] = {}
+    for d in dirs:
+        try:
+            for p in d.glob("*.yaml"):
+                by_name[p.stem] = p
+        except OSError:
+            continue
     out: list[tuple[Path, Experiment | UsageError]] = []
-    for p in sorted(Path(directory).glob("*.yaml")):
+    for _, p in sorted(by_name.items()):
         try:
             out.append((p, load_experiment(p)))
         except UsageError as exc:
@@ -384,4 +455,27 @@ def catalogue(directory: str | Path = "experiments") -> list[tuple[Path, Experim
 
 
 def dump_schema(path: Path) -> None:
-    path.write_text(json.dumps(json_schema(), indent=2) + "\n")
+    """Write :func:`json_schema` to ``path`` (replaced whole, never half-written; no temp file left)."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory; give a file name, e.g. {path / 'schema.json'}")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{path}: directory {parent} does not exist; create it or choose another file")
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write in {parent} ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -169,9 +169,9 @@ def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
         if not name:
             raise pytest.UsageError("run_experiment needs an experiment: run_experiment('name') or @pytest.mark.chaos(experiment='name')")
         path = Path(name)
-        if not path.exists():
+        if not path.exists() and (chaos_settings["experiments"] / f"{name}.yaml").is_file():
             path = chaos_settings["experiments"] / f"{name}.yaml"
-        exp = load_experiment(path)
+        exp = load_experiment(path)  # else a catalogue name: ./experiments/ or the catalogue shipped with kafka-chaos
         if chaos_settings["kafka_version"] != exp.cluster.kafka_version:
             exp = exp.with_overrides(**{"cluster.kafka_version": chaos_settings["kafka_version"]})
         s0 = seed if seed is not None else params.get("seed", chaos_settings["seed"])

@@ -11,11 +11,17 @@ Exit codes (worst run wins, in this order):
   "the tool could not read this" (2) from "the run did not show enough" (3);
 - 0: every chosen checker said ``true``.
 
+``--json`` prints one JSON list whatever the number of runs: one entry per
+RUN argument, either the verdict (as written to ``checks.json``, plus
+``run_dir`` and ``error: null``) or ``{"run_dir", "error", "valid": "error"}``
+for a run that could not be judged (that error is also the one stderr line).
+
 Register it with ``main.add_command(chaos.checkers.command.check)``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,13 +34,18 @@ from chaos.checkers.registry import parse_names, run_checkers
 from chaos.checkers.result import CheckerName, Validity, Verdict
 from chaos.errors import UsageError
 from chaos.history import History, to_json
+from chaos.history.merge import HISTORY_FILE
 
 EXIT_OK, EXIT_FALSE, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 _MARK = {Validity.TRUE: "ok ", Validity.FALSE: "FAIL", Validity.UNKNOWN: "??? "}
 
 
 def render(run_dir: Path, history: History, verdict: Verdict, evidence_lines: int = 6) -> str:
-    """A readable verdict: one line per checker, details and evidence for the failing ones."""
+    """A readable verdict: one line per checker, details and evidence for the failing ones.
+
+    ``evidence_lines`` bounds the evidence events printed per failing checker (all of them are in
+    ``checks.json``); findings past that budget are counted, not printed.
+    """
     out = [f"{run_dir}  run {history.header.run_id}  {len(history.events)} events  verdict: {verdict.valid.value}"]
     for note in history.notes:
         out.append(f"  note: {note}")
@@ -42,31 +53,82 @@ def render(run_dir: Path, history: History, verdict: Verdict, evidence_lines: in
         out.append(f"  [{_MARK[r.valid]}] {r.checker.value:22s} {r.summary}")
         if r.valid is Validity.TRUE:
             continue
-        for f in r.findings:
-            if not f.violation:
-                continue
+        budget = evidence_lines
+        violations = [f for f in r.findings if f.violation]
+        for n, f in enumerate(violations):
+            if n and budget <= 0:
+                out.append(f"      ... {len(violations) - n} more finding(s) in {run_dir / CHECKS_FILE}")
+                break
             at = finding_time(history, f.evidence)
             out.append(f"      - {'' if at is None else f'at {at:.3f}s: '}{f.description}")
-            for seq in f.evidence[:evidence_lines]:
+            for seq in f.evidence[:max(budget, 0)]:
                 try:
                     out.append(f"          {to_json(history.event(seq)).decode()}")
                 except KeyError:
                     out.append(f"          (seq {seq} not in history)")
+            if len(f.evidence) > max(budget, 0):
+                out.append(f"          ... {len(f.evidence) - max(budget, 0)} more evidence event(s) (--max-evidence)")
+            budget -= len(f.evidence)
     return "\n".join(out)
 
 
-@click.command("check")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+def _run_dir(path: Path) -> Path:
+    """The run directory an argument names: the directory itself, or the directory of its history.jsonl."""
+    if path.is_file():
+        if path.name == HISTORY_FILE:
+            return path.parent
+        raise UsageError(f"{path}: a file, not a run directory; give the directory that holds {HISTORY_FILE} "
+                         f"(here perhaps {path.parent})")
+    return path
+
+
+def _located(run: Path, message: str) -> str:
+    """``message`` naming the run directory (reader errors name only ``history.jsonl:LINE``)."""
+    message = " ".join(message.split())
+    return message if str(run) in message else f"{run}: {message}"
+
+
+def _write_checks(run: Path, history: History, verdict: Verdict, bounds: CheckerBounds) -> None:
+    """``write_checks``, refused in one line when the file cannot be replaced; no temp file left behind."""
+    target = run / CHECKS_FILE
+    if target.is_dir():
+        raise UsageError(f"{target}: is a directory; remove or rename it (chaos check writes the verdict there)")
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        write_checks(target, history, verdict, bounds)
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot be written ({exc.strerror or exc})") from None
+    finally:
+        if tmp.exists() and not tmp.is_dir():
+            os.unlink(tmp)
+
+
+@click.command("check", short_help="Re-judge recorded runs from their history.jsonl and write checks.json.",
+               epilog="""\b
+Examples:
+  chaos check runs/baseline/run-000-seed-7
+  chaos check runs/*/* --checker delivery --checker convergence
+  chaos check runs/baseline/run-000-seed-7/history.jsonl --max-evidence 2
+  chaos check results/2025-01-01/*/* --json | jq '.[] | {run_dir, valid}'
+
+\b
+Exit codes (worst run wins): 1 an invariant failed, 2 bad input (one line on stderr per bad run),
+3 inconclusive (a checker answered unknown), 0 all valid.""")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN...")
 @click.option("--checker", "checkers", multiple=True, type=click.Choice([c.value for c in CheckerName]),
               help="run only this checker (repeatable; default: all nine)")
-@click.option("--json", "as_json", is_flag=True, help="print the verdicts as JSON (as written to checks.json)")
+@click.option("--json", "as_json", is_flag=True,
+              help="print a JSON list, one entry per RUN: its verdict (as written to checks.json) or its error")
 @click.option("--convergence-s", type=float, default=None,
               help="convergence bound after the last heal (default: session + rebalance timeout + 5 s)")
 @click.option("--slack-s", type=float, default=0.5, show_default=True,
               help="tolerated delay between an action and the event recording it")
+@click.option("--max-evidence", type=click.IntRange(0, 100_000), default=6, show_default=True,
+              help="evidence events printed per failing checker (all are in checks.json)")
 def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, convergence_s: float | None,
-          slack_s: float) -> None:
-    """Re-judge recorded runs: read RUN_DIR/history.jsonl, write RUN_DIR/checks.json, print the verdict.
+          slack_s: float, max_evidence: int) -> None:
+    """Re-judge recorded runs: read RUN/history.jsonl (RUN is a run directory or its history.jsonl),
+    write RUN/checks.json, print the verdict.
 
     Exit 0 all valid, 1 an invariant failed, 2 bad input, 3 inconclusive (a checker answered unknown).
     """
@@ -78,23 +140,29 @@ def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, 
         sys.exit(EXIT_BAD_INPUT)
     codes = []
     docs = []
-    for run_dir in run_dirs:
+    for arg in run_dirs:
+        run_dir = arg
         try:
+            run_dir = _run_dir(arg)
             history = load_run(run_dir)
-        except UsageError as exc:
-            click.echo(f"chaos: error: {exc}", err=True)
+            verdict = run_checkers(history, names, bounds)
+            _write_checks(run_dir, history, verdict, bounds)
+        except (UsageError, OSError) as exc:
+            if isinstance(exc, OSError):
+                exc = UsageError(f"{exc.filename or run_dir}: {exc.strerror or exc}")
+            message = _located(run_dir, str(exc))
+            click.echo(f"chaos: error: {message}", err=True)
+            docs.append({"run_dir": str(run_dir), "valid": "error", "error": message})
             codes.append(EXIT_BAD_INPUT)
             continue
-        verdict = run_checkers(history, names, bounds)
-        write_checks(run_dir / CHECKS_FILE, history, verdict, bounds)
         if as_json:
-            docs.append({"run_dir": str(run_dir), **verdict_dict(history, verdict, bounds)})
+            docs.append({"run_dir": str(run_dir), "error": None, **verdict_dict(history, verdict, bounds)})
         else:
-            click.echo(render(run_dir, history, verdict))
+            click.echo(render(run_dir, history, verdict, evidence_lines=max_evidence))
         codes.append({Validity.TRUE: EXIT_OK, Validity.FALSE: EXIT_FALSE,
                       Validity.UNKNOWN: EXIT_UNKNOWN}[verdict.valid])
     if as_json:
-        click.echo(orjson.dumps(docs if len(docs) != 1 else docs[0], option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(docs, option=orjson.OPT_INDENT_2).decode())
     for code in (EXIT_FALSE, EXIT_BAD_INPUT, EXIT_UNKNOWN):
         if code in codes:
             sys.exit(code)

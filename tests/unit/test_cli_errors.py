@@ -95,3 +95,135 @@ def test_go_proxy_unreachable_is_one_line(tmp_path, state_env):
 def test_node_that_fails_to_start_shows_its_log_tail(state_env):
     res = run(["cluster", "up", "--brokers", "1", "--override", "broker.id=notanumber"], env=state_env)
     assert_one_line_error(res, "broker-1 exited with code", "broker.id")
+
+
+# ---------------------------------------------------------------- every bad input, table-driven
+#
+# Each case builds its input under tmp_path (cwd), runs the real `chaos`, and asserts: exit 2, exactly
+# one `chaos: error:` line (the last on stderr), no traceback, the fragments that locate the problem
+# (file, field, what to change), and that no temp file was left in tmp_path.
+
+ROOT_DIR = __import__("pathlib").Path(__file__).resolve().parents[2]
+HISTORY = ROOT_DIR / "fixtures" / "histories" / "delivery-lost-record.jsonl"
+
+
+def _write(path, data: bytes | str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+
+
+def _run_dir(tmp, name="run", history=None):
+    d = tmp / name
+    _write(d / "history.jsonl", history if history is not None else HISTORY.read_bytes())
+    return d
+
+
+def _setup_dir_as_yaml(tmp):
+    (tmp / "some.yaml").mkdir()
+
+
+def _setup_checks_dir(tmp):
+    (_run_dir(tmp) / "checks.json").mkdir()
+
+
+def _setup_corrupt_history(tmp):
+    lines = HISTORY.read_bytes().splitlines()
+    lines[3] = lines[3][:15]
+    _run_dir(tmp, "runs/exp/run-001", b"\n".join(lines) + b"\n")
+
+
+CASES = [
+    # (id, setup(tmp) or file contents by name, argv, fragments of the one error line)
+    ("path-is-directory", _setup_dir_as_yaml, ["plan", "some.yaml"], ["some.yaml: is a directory", ".yaml file"]),
+    ("path-is-directory-slash", _setup_dir_as_yaml, ["plan", "some.yaml/"], ["is a directory"]),
+    ("not-utf8", {"x.yaml": b"name: caf\xe9\n"}, ["plan", "x.yaml"], ["x.yaml:1: not UTF-8", "save the file as UTF-8"]),
+    ("utf16", {"x.yaml": "name: x\n".encode("utf-16")}, ["plan", "x.yaml"], ["x.yaml:1: not UTF-8"]),
+    ("deep-flow", {"x.yaml": "x: " + "[" * 20000 + "]" * 20000}, ["plan", "x.yaml"], ["x.yaml:1: nested more than 64"]),
+    ("deep-block", {"x.yaml": "".join("  " * i + f"k{i}:\n" for i in range(200))}, ["plan", "x.yaml"],
+     ["x.yaml:", "nested more than 64"]),
+    ("too-big", {"x.yaml": "name: big\nx: [" + ",".join(["1"] * 600000) + "]\n"}, ["plan", "x.yaml"],
+     ["x.yaml:", "1,048,576-byte limit"]),
+    ("billion-laughs", {"x.yaml": "a: &a [1,1,1,1,1,1,1,1,1,1]\n" + "".join(
+        f"{c}: &{c} [{','.join(['*' + p] * 10)}]\n" for p, c in zip("abcde", "bcdef"))},
+     ["plan", "x.yaml"], ["x.yaml: its aliases expand to more than"]),
+    ("duplicate-key", {"x.yaml": "name: a\nname: b\n"}, ["plan", "x.yaml"], ["x.yaml:2: name: given twice", "line 1"]),
+    ("duplicate-nested-key", {"x.yaml": "name: a\nworkload:\n  partitions: 3\n  partitions: 4\n"}, ["plan", "x.yaml"],
+     ["x.yaml:4: workload.partitions: given twice (first on line 3)"]),
+    ("yes-as-number", {"x.yaml": "name: a\nworkload:\n  partitions: yes\n"}, ["plan", "x.yaml"],
+     ["x.yaml:3: workload.partitions: 'yes' is a boolean in YAML 1.1", "write true or false"]),
+    ("yes-as-brokers", {"x.yaml": "name: a\ncluster:\n  brokers: yes\n"}, ["plan", "x.yaml"],
+     ["x.yaml:3: cluster.brokers: 'yes'"]),
+    ("off-in-list", {"x.yaml": "name: a\nfaults:\n  - type: kill\n    target: off\n"}, ["plan", "x.yaml"],
+     ["x.yaml:4: faults.0.target: 'off'"]),
+    ("sexagesimal", {"x.yaml": "name: a\nruns: 1:30\n"}, ["plan", "x.yaml"], ["x.yaml: runs: Input should be a valid integer",
+                                                                             "'1:30'"]),
+    ("empty-file", {"x.yaml": ""}, ["plan", "x.yaml"], ["x.yaml: an experiment is a mapping", "empty file"]),
+    ("list-file", {"x.yaml": "- a\n"}, ["plan", "x.yaml"], ["x.yaml: an experiment is a mapping", "got a list"]),
+    ("syntax", {"x.yaml": "name: x\n  bad: [\n"}, ["plan", "x.yaml"], ["x.yaml:2: not valid YAML"]),
+    ("unknown-field", {"x.yaml": "name: x\nfoo: 1\n"}, ["plan", "x.yaml"], ["x.yaml: foo: unknown field", "chaos schema"]),
+    ("model-error-no-top-level", {"x.yaml": "name: x\nworkload:\n  replication: 5\n"}, ["plan", "x.yaml"],
+     ["x.yaml: workload.replication=5 exceeds cluster.brokers=3"]),
+    ("kafka-version-in-file", {"x.yaml": "name: x\ncluster:\n  kafka_version: '4.1.0'\n"}, ["plan", "x.yaml"],
+     ["x.yaml: cluster.kafka_version: unknown Kafka version '4.1.0'"]),
+    ("kafka-version-option", {}, ["run", "baseline", "--kafka-version", "4.1.0"], ["--kafka-version: unknown Kafka version"]),
+    ("unknown-name", {}, ["plan", "baselin"], ["baselin: no such experiment", "did you mean baseline?"]),
+    ("missing-path", {}, ["plan", "nope/x.yaml"], ["nope/x.yaml: no such experiment file"]),
+    ("misspelt-command", {}, ["chek"], ["no such command 'chek'", "did you mean check"]),
+    ("unknown-option", {}, ["plan", "baseline", "--sed", "3"], ["No such option: --sed", "chaos plan -h"]),
+    ("missing-argument", {}, ["plan"], ["Missing argument 'EXPERIMENT'"]),
+    ("seed-out-of-range", {}, ["plan", "baseline", "--seed", "-1"], ["--seed -1: a seed is an integer from 0"]),
+    ("run-nothing", {}, ["run"], ["name at least one experiment"]),
+    ("list-dir-missing", {}, ["list", "--dir", "nope"], ["--dir nope: no such directory"]),
+    ("schema-missing-dir", {}, ["schema", "--out", "missing/x.json"], ["missing/x.json: directory missing does not exist"]),
+    ("schema-out-is-dir", {"d/keep": ""}, ["schema", "--out", "d"], ["d: is a directory", "d/schema.json"]),
+    ("check-missing", {}, ["check", "nope"], ["nope: no such run directory"]),
+    ("check-other-file", {"run/header.json": "{}"}, ["check", "run/header.json"],
+     ["run/header.json: a file, not a run directory", "history.jsonl"]),
+    ("check-checks-json-is-dir", _setup_checks_dir, ["check", "run"], ["run/checks.json: is a directory", "remove or rename"]),
+    ("check-corrupt-names-run", _setup_corrupt_history, ["check", "runs/exp/run-001"],
+     ["runs/exp/run-001: history.jsonl:4: not valid JSON"]),
+    ("check-not-utf8-history", {"run/history.jsonl": b"\xff\xfe\n"}, ["check", "run"], ["run: history.jsonl:1:"]),
+    ("check-max-evidence-negative", {}, ["check", "x", "--max-evidence", "-1"], ["--max-evidence"]),
+    ("cluster-down-unknown", {}, ["cluster", "down", "nosuch"], ["no running cluster 'nosuch' of this user"]),
+    ("demo-records-zero", {}, ["demo", "--records", "0"], ["--records"]),
+]
+
+
+@pytest.mark.parametrize("setup, argv, fragments", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_every_bad_input_is_one_line_exit_2(setup, argv, fragments, tmp_path, state_env):
+    if callable(setup):
+        setup(tmp_path)
+    else:
+        for name, data in setup.items():
+            _write(tmp_path / name, data)
+    before = {p for p in tmp_path.rglob("*")}
+    res = subprocess.run(CHAOS + argv, capture_output=True, text=True, env=state_env, timeout=120, cwd=tmp_path)
+    assert_one_line_error(res, *fragments)
+    assert "(top level)" not in res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    for word in line.split():  # a file is named once, not twice
+        if word.endswith((".yaml:", ".yaml")) and len(word) > 6:
+            assert line.count(word.rstrip(":")) == 1, line
+    left = {p for p in tmp_path.rglob("*")} - before
+    assert not [p for p in left if p.name.endswith(".tmp")], left
+
+
+def test_list_keeps_the_other_entries_when_one_file_is_latin1(tmp_path):
+    d = tmp_path / "mine"
+    _write(d / "good.yaml", "name: good\ndescription: fine\n")
+    _write(d / "bad.yaml", b"name: bad\ndescription: caf\xe9\n")
+    res = subprocess.run(CHAOS + ["list", "--dir", str(d), "--json"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    docs = {e["name"]: e for e in __import__("json").loads(res.stdout)}
+    assert docs["good"]["valid"] and docs["baseline"]["valid"]  # packaged catalogue still listed
+    assert not docs["bad"]["valid"] and "bad.yaml:2: not UTF-8" in docs["bad"]["error"]
+    res = subprocess.run(CHAOS + ["list", "--dir", str(d)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.returncode == 0 and "INVALID" in res.stdout and "Traceback" not in res.stderr
+
+
+def test_check_accepts_a_history_file(tmp_path):
+    d = _run_dir(tmp_path)
+    res = subprocess.run(CHAOS + ["check", str(d / "history.jsonl")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res.stderr  # the fixture loses a record: delivery fails
+    assert res.stdout.startswith(f"{d}  run") and (d / "checks.json").exists()

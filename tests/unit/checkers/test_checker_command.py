@@ -57,8 +57,8 @@ def test_bad_input_exit_2_one_line(tmp_path):
     (d / "history.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     res = CliRunner().invoke(check, [str(d)])
     assert res.exit_code == 2
-    assert res.output.strip() == "chaos: error: history.jsonl:4: not valid JSON (unexpected end of data)" or \
-        res.output.strip().startswith("chaos: error: history.jsonl:4: not valid JSON")
+    # the line names the run directory too: `chaos check runs/*/*` must say which run is broken
+    assert res.output.strip() == f"chaos: error: {d}: history.jsonl:4: not valid JSON (unexpected end of data)"
 
 
 def test_false_wins_over_bad_input_across_runs(tmp_path):
@@ -70,7 +70,8 @@ def test_false_wins_over_bad_input_across_runs(tmp_path):
 def test_json_flag(tmp_path):
     d = run_dir(tmp_path, "delivery-lost-record.jsonl")
     res = CliRunner().invoke(check, [str(d), "--json", "--checker", "delivery"])
-    doc = orjson.loads(res.output)
+    [doc] = orjson.loads(res.output)  # always a list, one entry per run
+    assert doc["run_dir"] == str(d) and doc["error"] is None
     assert doc["valid"] == "false" and doc["results"][0]["checker"] == "delivery"
     assert doc["results"][0]["findings"][0]["evidence"] == [19]
 
