@@ -17,71 +17,40 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from chaos.checkers.result import CheckerName
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import UsageError
+from chaos.nemesis.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - re-exported: part of the model
 from chaos.workload.run import WorkloadSpec
 
-
-class FaultType(StrEnum):
-    """What a fault does; each heals itself (the heal in brackets)."""
-
-    KILL = "kill"                     # SIGKILL (restart after duration_s)
-    TERMINATE = "terminate"           # SIGTERM: clean shutdown (restart after duration_s)
-    PAUSE = "pause"                   # SIGSTOP (SIGCONT after duration_s)
-    RESTART = "restart"               # SIGKILL and start again at once
-    BOUNCE = "bounce"                 # a member leaves cleanly and rejoins after duration_s (provokes rebalances)
-    LINK_DOWN = "link_down"           # proxies disabled: connections closed, new ones refused (enabled again)
-    BLACK_HOLE = "black_hole"         # timeout toxic 0: data held, connections open (toxic removed)
-    RESET_PEER = "reset_peer"         # connections reset (toxic removed)
-    LATENCY = "latency"               # latency_ms + jitter_ms (toxic removed)
-    BANDWIDTH = "bandwidth"           # rate_kb (toxic removed)
-    SLICER = "slicer"                 # packets sliced (toxic removed)
-    LIMIT_DATA = "limit_data"         # connection closed after bytes (toxic removed)
-    PARTITION = "partition"           # broker<->broker traffic cut pair-wise at the network level (rules removed)
-    ADD_PARTITIONS = "add_partitions"  # topic grows to partitions (permanent: not undoable in Kafka)
-    ROLLING_RESTART = "rolling_restart"  # every broker (or member) restarted in turn
-    CHANGE_SUBSCRIPTION = "change_subscription"  # a member subscribes to `subscription` (back to the topic)
-    DISCONNECT = "disconnect"         # docker network disconnect of a node (connected again, same address)
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.nemesis.kinds import FaultKind
 
 
-#: faults that act on a process
-PROCESS_FAULTS = {FaultType.KILL, FaultType.TERMINATE, FaultType.PAUSE, FaultType.RESTART, FaultType.BOUNCE}
-#: faults that act on Toxiproxy links
-LINK_FAULTS = {FaultType.LINK_DOWN, FaultType.BLACK_HOLE, FaultType.RESET_PEER, FaultType.LATENCY,
-               FaultType.BANDWIDTH, FaultType.SLICER, FaultType.LIMIT_DATA}
+def _kinds():
+    from chaos.nemesis.kinds import kinds
+
+    return kinds()
 
 
-class Role(StrEnum):
-    """Who a fault hits, resolved at the moment of injection."""
+def _fault_types() -> type[StrEnum]:
+    """The fault types, one per registered fault kind (:mod:`chaos.nemesis.kinds`), families in a fixed order."""
+    from chaos.nemesis.kinds import kinds
 
-    COORDINATOR = "coordinator"       # the group's coordinator broker (FindCoordinator)
-    CONTROLLER = "controller"         # the controller broker
-    LEADER = "leader"                 # the leader of partition `partition` of the workload topic
-    GROUP_LEADER = "group_leader"     # the member the coordinator chose as group leader
-    RANDOM_MEMBER = "random_member"   # a live member, chosen with the run's seed
-    RANDOM_BROKER = "random_broker"   # a running broker, chosen with the run's seed
-    MEMBER = "member"                 # the member named in `node` (consumer-K)
-    NODE = "node"                     # the node named in `node` (broker-B, zk-Z)
-    ALL_BROKERS = "all_brokers"       # rolling restarts
-    ALL_MEMBERS = "all_members"       # rolling restarts
-    ZOOKEEPER_QUORUM = "zookeeper_quorum"  # a majority of the ZooKeeper ensemble
-    TOPIC = "topic"                   # the workload topic (add_partitions)
+    order = ("process", "link", "network", "topology", "membership", "container")
+    registered = sorted(kinds().values(), key=lambda k: (order.index(k.family) if k.family in order else len(order)))
+    enum = StrEnum("FaultType", {k.name.upper(): k.name for k in registered})  # type: ignore[misc]
+    enum.__doc__ = "What a fault does; each heals itself (the heal in brackets): " + "; ".join(
+        f"{k.name}: {k.summary}" for k in registered)
+    return enum
 
 
-MEMBER_ROLES = {Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER, Role.ALL_MEMBERS}
-
-
-class LinkScope(StrEnum):
-    """Which of a broker's links a link fault covers (a member's: always its lane)."""
-
-    CLIENTS = "clients"        # every worker lane of the broker
-    ZOOKEEPER = "zookeeper"    # the broker's ZooKeeper session
-    ALL = "all"                # worker lanes, the control lane and ZooKeeper
+#: what a fault does — one member per registered fault kind; each heals itself (see ``chaos plan``)
+FaultType = _fault_types()
 
 
 class _Strict(BaseModel):
@@ -164,51 +133,38 @@ class FaultSpec(_Strict):
     #: ``extra`` (a second topic of the run, created on first use, never produced to)
     subscription: tuple[Literal["topic", "extra"], ...] | None = None
 
+    @property
+    def kind(self) -> "FaultKind":
+        """The registered kind of this fault (its validation, capability and injection)."""
+        from chaos.nemesis.kinds import kind
+
+        return kind(self.type.value)
+
     @model_validator(mode="after")
     def _check(self) -> "FaultSpec":
-        t, r = self.type, self.target
-        if t is FaultType.CHANGE_SUBSCRIPTION:
-            if r not in {Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER}:
-                raise ValueError("change_subscription applies to one member: target member, group_leader, random_member")
-            if not self.subscription or len(set(self.subscription)) != len(self.subscription):
-                raise ValueError("change_subscription needs subscription: a list of distinct topic, extra "
-                                 "(e.g. [topic, extra] to widen, [extra] to leave the workload topic)")
-            if set(self.subscription) == {"topic"}:
-                raise ValueError("subscription [topic] is the member's subscription already: add extra")
-        elif self.subscription is not None:
-            raise ValueError("subscription applies to type change_subscription only")
+        k, r = self.kind, self.target
+        if r not in k.targets:
+            if r is Role.ZOOKEEPER_QUORUM and k.family == "process":
+                raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
+            raise ValueError((k.target_error or f"{k.name} takes target "
+                              f"{', '.join(sorted(t.value for t in k.targets))}").format(target=r.value))
+        if r is Role.ZOOKEEPER_QUORUM and k.family != "process":
+            raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
+        for name in ("subscription", "peer", "partitions"):
+            if getattr(self, name) is not None and name not in k.fields:
+                owners = sorted(o.name for o in _kinds().values() if name in o.fields)
+                raise ValueError(f"{name} applies to type {' or '.join(owners)} only")
         if r in (Role.NODE, Role.MEMBER) and not self.node:
             raise ValueError(f"target {r.value} needs `node` (e.g. {'consumer-1' if r is Role.MEMBER else 'broker-2'})")
-        if t is FaultType.BOUNCE and r not in MEMBER_ROLES:
-            raise ValueError("bounce applies to members: use target member, group_leader, random_member")
-        if t is FaultType.ADD_PARTITIONS and (r is not Role.TOPIC or not self.partitions):
-            raise ValueError("add_partitions needs target: topic and partitions: N (the new total)")
-        if t is FaultType.ROLLING_RESTART and r not in (Role.ALL_BROKERS, Role.ALL_MEMBERS):
-            raise ValueError("rolling_restart needs target all_brokers or all_members")
-        if r is Role.ZOOKEEPER_QUORUM and t not in PROCESS_FAULTS - {FaultType.BOUNCE}:
-            raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
-        if t in LINK_FAULTS and r in (Role.TOPIC, Role.ALL_BROKERS, Role.ALL_MEMBERS, Role.ZOOKEEPER_QUORUM):
-            raise ValueError(f"link faults need one node or member as target, not {r.value}")
-        broker_roles = {Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE}
-        if t is FaultType.DISCONNECT and r not in broker_roles:
-            raise ValueError("disconnect takes a cluster node off its network: target coordinator, controller, "
-                             "leader, random_broker or a node (broker-N, zk-N)")
-        if t is FaultType.PARTITION:
-            if r not in broker_roles or (r is Role.NODE and not str(self.node).startswith("broker-")):
-                raise ValueError("partition cuts brokers from brokers: target coordinator, controller, leader, "
-                                 "random_broker or a node broker-N")
-            if self.peer is not None and not (self.peer.startswith("broker-") or self.peer in
-                                              {"coordinator", "controller", "leader", "random_broker"}):
-                raise ValueError(f"peer {self.peer!r}: a broker (broker-N) or coordinator, controller, leader, random_broker")
-        elif self.peer is not None:
-            raise ValueError("peer applies to type partition only")
-        need = {FaultType.LATENCY: "latency_ms", FaultType.BANDWIDTH: "rate_kb", FaultType.LIMIT_DATA: "bytes"}
-        if t in need and need[t] not in self.params:
-            raise ValueError(f"{t.value} needs params.{need[t]}")
+        missing = sorted(k.params - set(self.params))
+        if missing:
+            raise ValueError(f"{k.name} needs params.{missing[0]}")
         allowed = {"latency_ms", "jitter_ms", "rate_kb", "bytes", "avg_size", "size_variation", "delay_us", "toxicity"}
         unknown = set(self.params) - allowed
         if unknown:
             raise ValueError(f"unknown params {sorted(unknown)}; allowed: {sorted(allowed)}")
+        if k.check is not None:
+            k.check(self)
         return self
 
 
@@ -269,12 +225,8 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.trigger.{field_name}={first:g} is not inside the chaos phase "
                                  f"(phases.chaos_s={self.phases.chaos_s:g}): the fault could never fire; "
                                  f"lower it or lengthen phases.chaos_s")
-            if f.type is FaultType.DISCONNECT and self.backend != "docker":
-                raise ValueError(f"faults.{i}: disconnect needs backend docker (a container network to leave); "
-                                 "for the local backend use link_down on the node's links")
-            if f.type is FaultType.CHANGE_SUBSCRIPTION and any(c.client.value == "java" for c in self.workload.consumers):
-                raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
-                                 "subscribes once); use client confluent-kafka or kafka-python")
+            if f.kind.check_in is not None:
+                f.kind.check_in(f, self, i)
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
         for i, c in enumerate(self.workload.consumers):
@@ -291,8 +243,7 @@ class Experiment(_Strict):
         """Fault type -> the backend capability it needs beyond the basic process and link faults."""
         from chaos.cluster.backend import Capability
 
-        need = {FaultType.PARTITION: Capability.PAIR_PARTITION, FaultType.DISCONNECT: Capability.NETWORK_DISCONNECT}
-        return {f.type.value: need[f.type] for f in self.faults if f.type in need}
+        return {f.type.value: Capability(f.kind.capability) for f in self.faults if f.kind.capability}
 
     def with_overrides(self, **fields: Any) -> "Experiment":
         data = self.model_dump()

@@ -18,11 +18,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.experiment import LINK_FAULTS, PROCESS_FAULTS, Experiment, FaultType, LinkScope, Role
+from chaos.experiment import Experiment
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.nemesis.faults import Active, Primitives
+from chaos.nemesis.evidence import Active
+from chaos.nemesis.kinds import Injection
 from chaos.nemesis.schedule import PlannedFault
+from chaos.nemesis.target import Role, resolve
 from chaos.nemesis.watch import LiveWatch, Signal
 
 #: for a state trigger, the signal that means the group *left* that state
@@ -53,6 +55,53 @@ class FaultRecord:
     end_s: float | None = None
 
 
+class _LiveView:
+    """The cluster as :func:`chaos.nemesis.target.resolve` sees it at injection: roles asked now.
+
+    The coordinator comes from the trigger's own log line when there is one (the broker that logged
+    the coordinator line *is* the coordinator at that instant; asking FindCoordinator would cost a
+    round trip inside a window of a few ms), else from the latest coordinator line the live watch saw
+    (a member-event trigger), else from FindCoordinator.
+    """
+
+    def __init__(self, nemesis: "Nemesis", sig: Signal | None):
+        self._n, self._sig = nemesis, sig
+        self.topic = nemesis.run.topic
+
+    def coordinator(self) -> str | None:
+        sig, watch = self._sig, self._n.watch
+        if sig is not None and sig.broker is not None:
+            return f"broker-{sig.broker}"
+        if sig is not None and watch.coordinator is not None:
+            return f"broker-{watch.coordinator}"
+        return self._n.cluster.coordinator_of(self._n.run.group)
+
+    def controller(self) -> str | None:
+        return self._n.cluster.controller()
+
+    def leader(self, partition: int) -> str | None:
+        return self._n.cluster.leader_of(self._n.run.topic, partition)
+
+    def group_leader(self) -> str | None:
+        return self._n.watch.leader_name()
+
+    def live_members(self) -> list[str]:
+        return [n for n, p in self._n.run.members.items() if p.alive()]
+
+    def all_members(self) -> list[str]:
+        return list(self._n.run.member_specs)
+
+    def running_brokers(self) -> list[str]:
+        c = self._n.cluster
+        return [b.node for b in c.topology.brokers if c.is_running(b.node)]
+
+    def all_brokers(self) -> list[str]:
+        return [b.node for b in self._n.cluster.topology.brokers]
+
+    def zookeepers(self) -> list[str]:
+        return [z.node for z in self._n.cluster.topology.zookeepers]
+
+
 class Nemesis:
     def __init__(self, cluster, run, experiment: Experiment, seed: int, planned: tuple[PlannedFault, ...]):
         self.cluster = cluster
@@ -60,7 +109,6 @@ class Nemesis:
         self.experiment = experiment
         self.seed = seed
         self.planned = planned
-        self.prims = Primitives(cluster, run)
         self.events = EventWriter.for_run(run.run_dir, "nemesis")
         broker_logs = {b.broker_id: cluster.log_path(b.node) for b in cluster.topology.brokers}
         self.watch = LiveWatch(run.group, broker_logs, run.run_dir / "events")
@@ -135,96 +183,19 @@ class Nemesis:
         return sig.happened_ns, sig
 
     # ------------------------------------------------------------ targets
-    def _resolve(self, pf: PlannedFault, sig: Signal | None) -> list[str]:
-        spec, c, run = pf.spec, self.cluster, self.run
-        rng = pf.target_rng(self.seed)
-        r = spec.target
-        if r is Role.COORDINATOR and sig is not None and sig.broker is not None:
-            # the broker that logged the coordinator line *is* the coordinator at that instant;
-            # asking FindCoordinator would cost a round trip inside a window of a few ms
-            node = f"broker-{sig.broker}"
-        elif r is Role.COORDINATOR and self.watch.coordinator is not None and sig is not None:
-            # a member-event signal (Stable): the broker that logged the group's latest coordinator
-            # line is the coordinator unless it moved since; cheaper than a FindCoordinator round trip
-            node = f"broker-{self.watch.coordinator}"
-        elif r is Role.COORDINATOR:
-            node = c.coordinator_of(run.group)
-        elif r is Role.CONTROLLER:
-            node = c.controller()
-        elif r is Role.LEADER:
-            node = c.leader_of(run.topic, spec.partition)
-        elif r is Role.GROUP_LEADER:
-            node = self.watch.leader_name()
-        elif r is Role.RANDOM_MEMBER:
-            live = sorted(n for n, p in run.members.items() if p.alive())
-            node = rng.choice(live) if live else None
-        elif r is Role.RANDOM_BROKER:
-            live = sorted(b.node for b in c.topology.brokers if c.is_running(b.node))
-            node = rng.choice(live) if live else None
-        elif r in (Role.MEMBER, Role.NODE):
-            node = spec.node
-        elif r is Role.ALL_BROKERS:
-            return [b.node for b in c.topology.brokers]
-        elif r is Role.ALL_MEMBERS:
-            return sorted(run.member_specs)
-        elif r is Role.ZOOKEEPER_QUORUM:
-            zks = [z.node for z in c.topology.zookeepers]
-            return sorted(rng.sample(zks, len(zks) // 2 + 1))
-        elif r is Role.TOPIC:
-            return [run.topic]
-        else:  # pragma: no cover - enum is exhaustive
-            raise ValueError(r)
-        return [node] if node else []
-
-    def _links(self, pf: PlannedFault, node: str) -> list[str]:
-        c = self.cluster
-        if node in self.run.member_specs:
-            return c.links_of(self.run.member_specs[node].lane)
-        if node.startswith("zk-"):
-            return c.links_of(node)
-        scope = pf.spec.links
-        own = c.links_of(node)
-        if scope is LinkScope.ZOOKEEPER:
-            return [l for l in own if l.startswith(f"{node}.zk-")]
-        if scope is LinkScope.CLIENTS:
-            return [l for l in own if l.startswith("lane")]
-        return own
+    def _resolve(self, pf: PlannedFault, sig: Signal | None, role: Role | None = None) -> list[str]:
+        """Resolve ``role`` (default: the fault's target) now, with the fault's own seeded choices."""
+        spec = pf.spec
+        view = _LiveView(self, sig)
+        return resolve(role or spec.target, view, pf.target_rng(self.seed), node=spec.node, partition=spec.partition)
 
     # ------------------------------------------------------------ one fault
-    def _inject(self, pf: PlannedFault, nodes: list[str]) -> list[Active]:
-        t = pf.spec.type
-        if t is FaultType.ADD_PARTITIONS:
-            return [self.prims.add_partitions(pf.spec.partitions)]
-        if t is FaultType.PARTITION:
-            node = nodes[0]
-            peer = pf.spec.peer
-            if peer is None:
-                peers = [b.node for b in self.cluster.topology.brokers if b.node != node]
-            elif peer.startswith("broker-"):
-                peers = [peer]
-            else:
-                role = PlannedFault(pf.fault_id, pf.index, pf.occurrence,
-                                    pf.spec.model_copy(update={"target": Role(peer), "peer": None,
-                                                               "type": FaultType.KILL}), pf.at_s)
-                peers = self._resolve(role, None)
-            peers = [p for p in peers if p != node]
-            if not peers:  # the peer role resolved to the target itself: cut it from every other broker
-                peers = [b.node for b in self.cluster.topology.brokers if b.node != node]
-            return [self.prims.partition(node, peers)]
-        if t is FaultType.DISCONNECT:
-            return [self.prims.disconnect(n) for n in nodes]
-        if t is FaultType.CHANGE_SUBSCRIPTION:
-            assert pf.spec.subscription is not None  # validated at load
-            return [self.prims.change_subscription(nodes[0], pf.spec.subscription)]
-        if t is FaultType.ROLLING_RESTART:
-            gap = pf.spec.duration_s / max(1, len(nodes))
-            return [self.prims.rolling_restart(nodes, gap, self.cancel)]
-        if t in PROCESS_FAULTS:
-            return [self.prims.process(pf.spec, n) for n in nodes]
-        if t in LINK_FAULTS:
-            links = sorted({l for n in nodes for l in self._links(pf, n)})
-            return [self.prims.links(pf.spec, pf.fault_id, links)]
-        raise ValueError(t)
+    def _inject(self, pf: PlannedFault, nodes: list[str]) -> tuple[list[Active], int | None]:
+        """Inject through the fault's registered kind; returns the active faults and when they took effect."""
+        inj = Injection(self.cluster, self.run, pf.fault_id, pf.spec, nodes, self.cancel,
+                        resolve=lambda role: self._resolve(pf, None, role))
+        actives = pf.spec.kind.inject(inj)
+        return actives, inj.effect_ns
 
     def _emit_verified(self, fault_id: str, stage: str, actives: list[Active]) -> bool:
         results = [(a.verify_effect() if stage == "effect" else a.verify_healed()) for a in actives]
@@ -256,9 +227,8 @@ class Nemesis:
             rec.skipped_reason = f"target {pf.spec.target.value} resolved to nothing"
             return []
         inject_ns = time.monotonic_ns()
-        self.prims.effect_ns = None  # per thread: faults injected concurrently do not wait for each other
-        actives = self._inject(pf, nodes)
-        effect_ns = self.prims.effect_ns or time.monotonic_ns()
+        actives, effect_ns = self._inject(pf, nodes)
+        effect_ns = effect_ns or time.monotonic_ns()
         rec.fired, rec.nodes = True, nodes
         rec.links = [l for a in actives for l in a.links]
         rec.start_s = self._rel_s(inject_ns)

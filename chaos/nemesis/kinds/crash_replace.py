@@ -1,0 +1,81 @@
+"""``crash_replace``: a member is SIGKILLed and a fresh process joins in its place at once.
+
+Jepsen's crash-clients: the crashed client never comes back; a new one, with
+a new identity, takes its place. Here the replacement is a new worker
+``<member>-r<k>`` with the same consumer settings (client library, assignor,
+lane, timeouts — a static member's ``group.instance.id`` too, so KIP-345
+hands the instance to the newcomer), which joins with a member id of its own
+while the coordinator still holds the crashed one's until its session
+expires. What that exercises: a rebalance that must wait out a dead member,
+the new member's first fetch position (the committed offsets), and a
+partition that two incarnations claim for a while.
+
+There is nothing to undo: the heal is empty; its evidence is that the
+replacement runs and the coordinator lists it as a member of the group.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from chaos.nemesis.evidence import Active, Evidence, states_text, tree_states
+from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.nodes import Nodes
+from chaos.nemesis.target import MEMBER_ROLES
+
+
+def _replacement_name(run, member: str) -> str:
+    k = 1
+    while f"{member}-r{k}" in run.member_specs:
+        k += 1
+    return f"{member}-r{k}"
+
+
+def _listed_at_coordinator(run, name: str, timeout: float) -> Evidence:
+    """Wait (bounded) until DescribeGroups lists a member whose client id is ``name``."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while True:
+        try:
+            seen = sorted(m.client_id for m in run.admin.describe_group(run.group).members)
+        except Exception:  # noqa: BLE001 - coordinator moving: ask again
+            seen = []
+        if name in seen:
+            return True, f"coordinator lists {name} among {seen}"
+        if time.monotonic() >= deadline:
+            return False, f"coordinator lists {seen or 'no member'}, not {name}"
+        time.sleep(0.2)
+
+
+def _crash_and_replace(inj: Injection, member: str) -> Active:
+    run = inj.run
+    nodes = Nodes(inj.cluster, run)
+    tree = nodes.tree(member)
+    run.kill_member(member, signal.SIGKILL)  # records member_stop (SIGKILL) on its behalf
+    inj.effect_ns = time.monotonic_ns()
+    new = _replacement_name(run, member)
+    spec = run.member_specs[member]
+    run.member_specs[new] = spec
+    run.start_member(new)
+    # a join takes one rebalance, which waits for the crashed member's session to expire
+    bound = spec.session_timeout_ms / 1000 + spec.max_poll_interval_ms / 1000 + 15
+
+    def crashed_and_replaced() -> Evidence:
+        states = tree_states(tree, "gone")
+        ended = all(st in ("gone", "zombie") for st in states.values())
+        return ended and nodes.alive(new), (f"{member} after SIGKILL: {states_text(states)}; "
+                                            f"replacement {new} running={nodes.alive(new)}")
+
+    def joined() -> Evidence:
+        if not nodes.alive(new):
+            return False, f"replacement {new} is not running"
+        return _listed_at_coordinator(run, new, bound)
+
+    return Active([member, new], lambda: None, crashed_and_replaced, joined)
+
+
+register(FaultKind(
+    "crash_replace", "membership", "a member is SIGKILLed and a fresh process joins in its place (none to undo)",
+    lambda inj: [_crash_and_replace(inj, m) for m in inj.nodes], targets=MEMBER_ROLES,
+    target_error="crash_replace applies to members: use target member, group_leader, random_member, all_members"))

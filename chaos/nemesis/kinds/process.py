@@ -1,0 +1,96 @@
+"""Process faults: kill, terminate, restart, bounce, pause — on a broker, a ZooKeeper node or a member.
+
+Signals reach the whole process (its process group: a Java member's worker
+and JVM alike), and the evidence reads the kernel state of every process of
+the target, not only the one signalled first.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from chaos.nemesis.evidence import Active, states_text, tree_states
+from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.nodes import Nodes
+from chaos.nemesis.target import MEMBER_ROLES, Role
+
+_ANY_PROCESS = frozenset(Role) - {Role.TOPIC}
+
+
+def _stop(inj: Injection, node: str, restart_at_once: bool, sig: signal.Signals) -> Active:
+    import psutil
+
+    n = Nodes(inj.cluster, inj.run)
+    tree = n.tree(node)
+    if n.is_member(node):
+        inj.run.kill_member(node, sig)
+    elif sig == signal.SIGKILL:
+        # time the effect at the signal, then reap (a JVM takes ms to disappear)
+        inj.cluster.kill(node, sig, wait=False)
+        inj.effect_ns = time.monotonic_ns()
+        inj.cluster.process(node).kill()
+    else:
+        inj.cluster.kill(node, sig)
+    # every process of the target, the leader's descendants included, must have ended
+    states = tree_states(tree, "gone")
+    ended = all(st in ("gone", psutil.STATUS_ZOMBIE) for st in states.values())
+    effect = (ended, f"{node} after {sig.name}: {states_text(states)}")
+    if restart_at_once:
+        n.start(node)
+        return Active([node], lambda: None, lambda: effect, lambda: n.registered(node))
+    return Active([node], lambda: n.start(node), lambda: effect, lambda: n.registered(node))
+
+
+def _pause(inj: Injection, node: str) -> Active:
+    import psutil
+
+    from chaos.nemesis.evidence import proc_state, settled_state
+
+    n = Nodes(inj.cluster, inj.run)
+    pid, tree = n.pid(node), n.tree(node)
+    if n.is_member(node):
+        inj.run.kill_member(node, signal.SIGSTOP)
+    else:
+        inj.cluster.pause(node)
+
+    def resume() -> None:
+        if n.is_member(node):
+            inj.run.kill_member(node, signal.SIGCONT)
+        else:
+            inj.cluster.resume(node)
+
+    def paused():
+        if not n.is_member(node) and inj.cluster.backend_name == "docker":
+            # docker pause = cgroup freezer: frozen tasks show D, not T; the engine's State.Paused is the evidence
+            st = settled_state(pid, psutil.STATUS_STOPPED)
+            frozen = inj.cluster.is_paused(node)
+            return frozen and st != "gone", f"{node} pid {pid} docker paused={frozen} kernel state {st}"
+        # every process of the target stopped (T), not only the one signalled first
+        states = tree_states(tree, psutil.STATUS_STOPPED)
+        return all(st == psutil.STATUS_STOPPED for st in states.values()), f"{node} kernel state: {states_text(states)}"
+
+    def thawed():
+        states = {p: proc_state(p) for p in tree}
+        ok = all(st not in (psutil.STATUS_STOPPED, "gone") for st in states.values())
+        return ok, f"{node} kernel state: {states_text(states)}"
+
+    return Active([node], resume, paused, thawed)
+
+
+def _each(fn):
+    return lambda inj: [fn(inj, node) for node in inj.nodes]
+
+
+register(
+    FaultKind("kill", "process", "SIGKILL (restart after duration_s)",
+              _each(lambda inj, node: _stop(inj, node, False, signal.SIGKILL)), targets=_ANY_PROCESS),
+    FaultKind("terminate", "process", "SIGTERM: clean shutdown (restart after duration_s)",
+              _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)), targets=_ANY_PROCESS),
+    FaultKind("pause", "process", "SIGSTOP (SIGCONT after duration_s)", _each(_pause), targets=_ANY_PROCESS),
+    FaultKind("restart", "process", "SIGKILL and start again at once",
+              _each(lambda inj, node: _stop(inj, node, True, signal.SIGKILL)), targets=_ANY_PROCESS),
+    FaultKind("bounce", "process", "a member leaves cleanly and rejoins after duration_s (provokes rebalances)",
+              _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)), targets=MEMBER_ROLES,
+              target_error="bounce applies to members: use target member, group_leader, random_member"),
+)
