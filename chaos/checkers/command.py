@@ -88,9 +88,22 @@ def _located(run: Path, message: str) -> str:
     return message if str(run) in message else f"{run}: {message}"
 
 
-def _write_checks(run: Path, history: History, verdict: Verdict, bounds: CheckerBounds) -> None:
-    """``write_checks``, refused in one line when the file cannot be replaced; no temp file left behind."""
+#: where a re-judgement goes when the run already has its recorded verdict in checks.json
+REJUDGED_FILE = "checks.rejudged.json"
+
+
+def _write_checks(run: Path, history: History, verdict: Verdict, bounds: CheckerBounds) -> Path:
+    """Write the verdict; returns where. Refused in one line when the file cannot be written; no temp file
+    left behind.
+
+    ``checks.json`` is the run's recorded verdict (written by the run, read by the report): a
+    re-judgement never replaces it — with one checker, other bounds or newer checkers it would turn a
+    failed run into a passed one behind the report's back — and goes to ``checks.rejudged.json``.
+    A run without a recorded verdict (killed before judging) gets its ``checks.json`` here.
+    """
     target = run / CHECKS_FILE
+    if target.exists() and not target.is_dir():
+        target = run / REJUDGED_FILE
     if target.is_dir():
         raise UsageError(f"{target}: is a directory; remove or rename it (chaos check writes the verdict there)")
     tmp = target.with_name(target.name + ".tmp")
@@ -101,6 +114,7 @@ def _write_checks(run: Path, history: History, verdict: Verdict, bounds: Checker
     finally:
         if tmp.exists() and not tmp.is_dir():
             os.unlink(tmp)
+    return target
 
 
 @click.command("check", short_help="Re-judge recorded runs from their history.jsonl and write checks.json.",
@@ -116,7 +130,7 @@ Exit codes (worst run wins): 1 an invariant failed, 2 bad input (one line on std
 3 inconclusive (a checker answered unknown), 0 all valid.""")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN...")
 @click.option("--checker", "checkers", multiple=True, type=click.Choice([c.value for c in CheckerName]),
-              help="run only this checker (repeatable; default: all nine)")
+              help="run only this checker (repeatable; default: all of them)")
 @click.option("--json", "as_json", is_flag=True,
               help="print a JSON list, one entry per RUN: its verdict (as written to checks.json) or its error")
 @click.option("--convergence-s", type=float, default=None,
@@ -128,7 +142,8 @@ Exit codes (worst run wins): 1 an invariant failed, 2 bad input (one line on std
 def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, convergence_s: float | None,
           slack_s: float, max_evidence: int) -> None:
     """Re-judge recorded runs: read RUN/history.jsonl (RUN is a run directory or its history.jsonl),
-    write RUN/checks.json, print the verdict.
+    print the verdict and write it to RUN/checks.json — or, when the run already has its recorded
+    verdict there, to RUN/checks.rejudged.json (the recorded one is never replaced).
 
     Exit 0 all valid, 1 an invariant failed, 2 bad input, 3 inconclusive (a checker answered unknown).
     """
@@ -146,7 +161,7 @@ def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, 
             run_dir = _run_dir(arg)
             history = load_run(run_dir)
             verdict = run_checkers(history, names, bounds)
-            _write_checks(run_dir, history, verdict, bounds)
+            written = _write_checks(run_dir, history, verdict, bounds)
         except (UsageError, OSError) as exc:
             if isinstance(exc, OSError):
                 exc = UsageError(f"{exc.filename or run_dir}: {exc.strerror or exc}")
@@ -156,9 +171,12 @@ def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, 
             codes.append(EXIT_BAD_INPUT)
             continue
         if as_json:
-            docs.append({"run_dir": str(run_dir), "error": None, **verdict_dict(history, verdict, bounds)})
+            docs.append({"run_dir": str(run_dir), "error": None, "written_to": str(written),
+                         **verdict_dict(history, verdict, bounds)})
         else:
             click.echo(render(run_dir, history, verdict, evidence_lines=max_evidence))
+            if written.name == REJUDGED_FILE:
+                click.echo(f"  (the run's recorded verdict in {CHECKS_FILE} is kept; this one is in {written})")
         codes.append({Validity.TRUE: EXIT_OK, Validity.FALSE: EXIT_FALSE,
                       Validity.UNKNOWN: EXIT_UNKNOWN}[verdict.valid])
     if as_json:

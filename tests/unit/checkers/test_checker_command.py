@@ -92,3 +92,18 @@ def test_judge_run_rejects_non_run_dir(tmp_path):
 
     with pytest.raises(UsageError, match="neither history.jsonl nor events/"):
         judge_run(tmp_path)
+
+
+def test_rejudging_never_overwrites_the_recorded_verdict(tmp_path):
+    """A run judged false keeps checks.json; `--checker fencing` (true alone) goes to checks.rejudged.json."""
+    d = run_dir(tmp_path, "delivery-lost-record.jsonl")
+    first = CliRunner().invoke(check, [str(d)])
+    assert first.exit_code == 1, first.output
+    recorded = (d / "checks.json").read_bytes()
+    again = CliRunner().invoke(check, [str(d), "--checker", "fencing"])
+    assert again.exit_code == 0, again.output
+    assert (d / "checks.json").read_bytes() == recorded
+    assert orjson.loads(recorded)["valid"] == "false"
+    rejudged = orjson.loads((d / "checks.rejudged.json").read_bytes())
+    assert rejudged["valid"] == "true" and [r["checker"] for r in rejudged["results"]] == ["fencing"]
+    assert "checks.rejudged.json" in again.output
