@@ -169,13 +169,18 @@ class FaultSpec(_Strict):
 
 
 class Phases(_Strict):
-    """Phase lengths. Warm-up ends when every member is assigned (bounded), plus ``warmup_s``."""
+    """Phase lengths and bounds — the one place a run's timing is set (see :mod:`chaos.lifecycle`).
+
+    Warm-up ends when every member is assigned (at most ``warmup_timeout_s``), plus ``warmup_s``.
+    """
 
     warmup_s: Annotated[float, Field(ge=0)] = 2.0
+    #: bound on waiting for every member's first assignment
+    warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     chaos_s: Annotated[float, Field(ge=0)] = 20.0
     #: after the chaos phase, every fault is healed; this much time is then left for recovery
     heal_s: Annotated[float, Field(ge=0)] = 0.0
-    #: bound on waiting for members to catch up after producers stop
+    #: bound on waiting for the group to commit every record after producers stop
     quiesce_s: Annotated[float, Field(gt=0)] = 60.0
 
 
@@ -241,7 +246,7 @@ class Experiment(_Strict):
 
     def required_capabilities(self) -> dict[str, "Capability"]:
         """Fault type -> the backend capability it needs beyond the basic process and link faults."""
-        from chaos.cluster.backend import Capability
+        from chaos.cluster import Capability
 
         return {f.type.value: Capability(f.kind.capability) for f in self.faults if f.kind.capability}
 

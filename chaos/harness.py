@@ -12,9 +12,11 @@ works outside pytest too::
             time.sleep(3)                                 # healed (restarted) on exit
         verdict = test.finish()                           # quiesce, final read, merge, judge
 
-Faults go through the same :class:`chaos.nemesis.interpreter.Nemesis` as
-experiments: roles resolved at injection, ``fault_start``/``fault_end``/
-``fault_verified`` in the history, heal in ``finally``.
+The test is one :class:`chaos.lifecycle.Run` (the same lifecycle as
+``chaos run``), its chaos phase lasting as long as the test body; faults go
+through the run's :class:`chaos.nemesis.interpreter.Nemesis` (``fire``):
+roles resolved at injection, ``fault_start``/``fault_end``/``fault_verified``
+in the history, heal in ``finally``.
 """
 
 from __future__ import annotations
@@ -26,14 +28,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from chaos.checkers.bounds import CheckerBounds
-from chaos.checkers.judge import judge_run
 from chaos.checkers.result import CheckerName, Verdict
 from chaos.errors import UsageError
-from chaos.experiment import Experiment, FaultSpec, Trigger
-from chaos.history.event import RunPhase
+from chaos.experiment import Experiment, FaultSpec, Phases, Trigger
 from chaos.history.reader import History, read_history
-from chaos.nemesis.interpreter import Nemesis
-from chaos.nemesis.schedule import PlannedFault
+from chaos.lifecycle import Run
 from chaos.workload.run import WorkloadRun, WorkloadSpec
 from chaos.workload.spec import ConsumerSpec, ProducerSpec
 
@@ -82,18 +81,10 @@ class ConsumerGroup:
 
 
 class ChaosControl:
-    """Faults on roles, each a context manager that heals on exit."""
+    """Faults on roles, each a context manager that heals on exit (the run's nemesis fires them)."""
 
     def __init__(self, test: "ChaosTest"):
         self._test = test
-        self._n = 0
-        self._nemesis: Nemesis | None = None
-
-    def _nem(self) -> Nemesis:
-        if self._nemesis is None:
-            t = self._test
-            self._nemesis = Nemesis(t.cluster, t.run, Experiment(name="pytest"), t.seed, ()).start()
-        return self._nemesis
 
     @contextmanager
     def fault(self, type: str, target: str, *, node: str | None = None, when: str | None = None,
@@ -104,31 +95,17 @@ class ChaosControl:
         Yields the resolved nodes. Raises :class:`UsageError` for an invalid
         fault and ``TimeoutError`` when the state never came.
         """
-        nem = self._nem()
-        self._n += 1
+        run = self._test.lifecycle
+        if run is None or run.nemesis is None:
+            raise UsageError("start the group first: consumer_group() before chaos.fault()")
         trigger = Trigger(state=when, timeout_s=timeout_s) if when else Trigger(at_s=0)
         try:
             spec = FaultSpec(type=type, target=target, node=node, links=links, params=params or {},
                              partition=partition, trigger=trigger, duration_s=0)
         except Exception as exc:  # pydantic's ValidationError: one line
             raise UsageError(f"fault {type} on {target}: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
-        pf = PlannedFault(f"t{self._n}", self._n, 0, spec, None if when else 0.0)
-        start = time.monotonic_ns()
-        if when:
-            from chaos.nemesis.interpreter import FaultRecord
-            nem.records[pf.fault_id] = FaultRecord(pf.fault_id, type, target, trigger.describe(), intended_state=when)
-            sig = nem.watch.wait_for(lambda s: s.kind == when, start, time.monotonic() + timeout_s, nem.cancel)
-            if sig is None:
-                raise TimeoutError(f"group {self._test.run.group} did not enter {when} within {timeout_s}s")
-            trigger_ns = sig.happened_ns
-        else:
-            sig, trigger_ns = None, start
-        actives = nem.inject(pf, trigger_ns, sig)
-        try:
-            yield nem.records[pf.fault_id].nodes
-        finally:
-            if actives:
-                nem.heal(pf, actives)
+        with run.nemesis.fire(spec, when=when, timeout_s=timeout_s) as nodes:
+            yield nodes
 
     def kill(self, target: str, **kw: Any):
         return self.fault("kill", target, **kw)
@@ -140,14 +117,9 @@ class ChaosControl:
         """Black-hole every link of the target (connections stay open, data is held)."""
         return self.fault("black_hole", target, **kw)
 
-    def close(self) -> None:
-        if self._nemesis is not None:
-            self._nemesis.stop()
-            self._nemesis = None
-
 
 class ChaosTest:
-    """One recorded run driven by test code, judged at :meth:`finish`."""
+    """One recorded run driven by test code, judged at :meth:`finish` (a :class:`chaos.lifecycle.Run`)."""
 
     def __init__(self, cluster, run_dir: Path, *, seed: int = 1, partitions: int = 6,
                  checkers: list[CheckerName] | None = None, bounds: CheckerBounds | None = None):
@@ -157,27 +129,32 @@ class ChaosTest:
         self.partitions = partitions
         self.checkers = checkers
         self.bounds = bounds
-        self.run: WorkloadRun | None = None
+        self.lifecycle: Run | None = None
         self.chaos = ChaosControl(self)
         self.verdict: Verdict | None = None
         self.history: History | None = None
 
+    @property
+    def run(self) -> WorkloadRun | None:
+        """The workload of the run (its members, producers, topic and group), once the group started."""
+        return self.lifecycle.workload if self.lifecycle is not None else None
+
     def consumer_group(self, members: int = 3, *, handler: str | Callable | None = None,
                        lanes: list[str] | None = None, **consumer: Any) -> ConsumerGroup:
         """Start ``members`` group members (each a process; ``consumer`` fields go to every ConsumerSpec)."""
-        if self.run is not None:
+        if self.lifecycle is not None:
             raise UsageError("consumer_group() was already called in this test: one group per test")
         lane_names = lanes or [f"lane{i % self.cluster.spec.lanes}" for i in range(members)]
         specs = tuple(ConsumerSpec(lane=lane_names[i], **consumer) for i in range(members))
         spec = WorkloadSpec(partitions=self.partitions, consumers=specs, producers=(),
                             replication=min(3, self.cluster.spec.brokers))
-        self.run = WorkloadRun(self.cluster, spec, self.run_dir, seed=self.seed, handler=handler_ref(handler),
-                               experiment={"name": "pytest", "source": "chaos.harness"})
-        self.run.start()
-        self.run.phase(RunPhase.WARMUP)
-        self.run.wait_assigned()
-        self.run.phase(RunPhase.CHAOS)
-        self.chaos._nem()  # follow the live stream from now on
+        exp = Experiment(name="pytest", backend=self.cluster.backend_name, cluster=self.cluster.spec, workload=spec,
+                         phases=Phases(warmup_s=0, chaos_s=0, heal_s=0))
+        self.lifecycle = Run(self.cluster, exp, self.run_dir, self.seed, handler=handler_ref(handler),
+                             source={"name": "pytest", "source": "chaos.harness"},
+                             checkers=self.checkers, bounds=self.bounds).start()
+        self.lifecycle.warm_up()
+        self.lifecycle.begin_chaos()  # follow the live stream from now on
         return ConsumerGroup(self)
 
     def producer(self, rate: float = 200.0, count: int | None = None, lane: str = "lane0") -> str:
@@ -189,34 +166,36 @@ class ChaosTest:
 
     def finish(self) -> Verdict | None:
         """Heal, quiesce, final read, merge, judge (idempotent). None when no group was started."""
-        if self.run is None or self.verdict is not None:
+        if self.lifecycle is None or self.verdict is not None:
             return self.verdict
-        try:
-            self.chaos.close()
-            self.run.phase(RunPhase.HEAL)
-            self.cluster.heal()
-            self.run.wait_observed(time.monotonic_ns())
-            self.run.quiesce()
-            self.run.final_read()
-        finally:
-            self.run.close()
+        self.verdict = self.lifecycle.finish()
         self.history = read_history(self.run_dir / "history.jsonl")
-        self.verdict = judge_run(self.run_dir, self.checkers, self.bounds)
         return self.verdict
 
     def abort(self) -> None:
         """Stop everything without judging (the test itself failed)."""
-        if self.run is not None and self.verdict is None:
-            try:
-                self.chaos.close()
-            finally:
-                self.run.close()
-                self.cluster.heal()
+        if self.lifecycle is not None and self.verdict is None:
+            self.lifecycle.abort()
 
 
-def explain(verdict: Verdict, run_dir: Path) -> str:
-    """The failure text of a failed verdict: what failed and the evidence seqs, per checker."""
-    lines = [f"kafka-chaos: invariant violated (verdict {verdict.valid.value}); run directory {run_dir}"]
+def explain(verdict: Verdict, run_dir: Path, history: History | None = None) -> str:
+    """The failure text of a failed verdict: first what happened to the run (members that died and why,
+    faults that did not act, ... — :mod:`chaos.checkers.incidents`), then what failed and the evidence
+    seqs, per checker."""
+    from chaos.checkers import incidents
+
+    lines: list[str] = []
+    try:
+        found = incidents.collect(history or read_history(Path(run_dir) / "history.jsonl"),
+                                  incidents.traceback_files(run_dir))
+    except (UsageError, OSError):
+        found = ()  # no readable history: the verdict's own text below still says what failed
+    if found:
+        lines.append(f"kafka-chaos: {found[0].description}" + (f" (traceback: {Path(run_dir) / found[0].traceback})"
+                                                                if found[0].traceback else ""))
+        lines.append(f"what happened to the run ({len(found)} incident(s)), before any invariant:")
+        lines.extend(f"    ! {i.line()}" for i in found[:10])
+    lines.append(f"kafka-chaos: invariant violated (verdict {verdict.valid.value}); run directory {run_dir}")
     for r in verdict.results:
         if r.valid.value == "true":
             continue

@@ -158,7 +158,7 @@ def history(_chaos_test):
 def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
     """``run_experiment(name_or_path=None, seed=None, runs=None)`` -> list of RunOutcome; unexpected verdicts fail the test."""
     from chaos.experiment import load_experiment
-    from chaos.runner import RunOutcome, judge_once
+    from chaos.runner import RunOutcome, run_series
 
     state = request.node.stash.setdefault(_ITEM_KEY, {})
     outcomes: list[RunOutcome] = state.setdefault("outcomes", [])
@@ -177,11 +177,8 @@ def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
         s0 = seed if seed is not None else params.get("seed", chaos_settings["seed"])
         n = runs or params.get("runs") or chaos_settings["runs"]
         state["seed"] = s0
-        got = []
-        for k in range(n):
-            cluster = _chaos_pool.get(exp.cluster, backend=exp.backend)
-            oc = judge_once(cluster, exp, s0 + k, chaos_settings["out"] / exp.name / f"{request.node.name}-{k}")
-            got.append(oc)
+        planned = [(exp, k, s0 + k, chaos_settings["out"] / exp.name / f"{request.node.name}-{k}") for k in range(n)]
+        got = run_series(planned, pool=_chaos_pool)
         outcomes.extend(got)
         return got
 

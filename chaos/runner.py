@@ -5,12 +5,13 @@ For each experiment and each of its runs:
 1. a cluster of the experiment's shape — reused from the previous run when the
    shape is the same (healed in between: paused nodes thawed, dead ones
    restarted, proxies reset); each run gets a fresh topic and group;
-2. a :class:`chaos.workload.run.WorkloadRun` with the experiment's workload;
-3. phases: warmup (every member assigned, plus ``warmup_s``) → chaos (the
-   :class:`chaos.nemesis.interpreter.Nemesis` follows the seeded plan) → heal
-   (every fault undone, the cluster healed, ``heal_s``) → quiesce → final
-   read → teardown and merge;
-4. the checkers judge ``history.jsonl`` and write ``checks.json``.
+2. one :class:`chaos.lifecycle.Run` — the lifecycle every entry point shares:
+   warm-up → chaos (the seeded plan) → heal → quiesce → final read → merge →
+   judge (``checks.json``).
+
+Batch (``chaos run``), nightly (``chaos run --nightly``) and the pytest
+plugin's ``run_experiment`` are all :func:`run_series` over their own list of
+planned runs.
 
 The seed of run *k* is ``seed + k``; the same seed and spec give the same
 fault schedule (``chaos plan``). Exit codes: 0 every run valid (or failed
@@ -28,20 +29,15 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
-from chaos.checkers.bounds import CheckerBounds
-from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Validity
-from chaos.cluster.backend import new_cluster
+from chaos.cluster import new_cluster
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import InfrastructureError, UsageError
 from chaos.experiment import Experiment, check_seed
-from chaos.history.event import RunPhase
-from chaos.nemesis.interpreter import Nemesis
-from chaos.nemesis.schedule import plan, timeline
-from chaos.workload.run import WorkloadRun
+from chaos.lifecycle import Run
 
 EXIT_OK, EXIT_FALSE, EXIT_BAD, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -123,45 +119,10 @@ class ClusterPool:
 
 
 def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -> Path:
-    """One run of ``exp`` on a started cluster; returns the run directory (history merged)."""
-    for fault, cap in exp.required_capabilities().items():
-        if cap not in cluster.capabilities:
-            raise UsageError(f"{exp.name}: fault {fault} needs {cap.value}, which this {cluster.backend_name} "
-                             f"cluster lacks ({_why_not(cluster, cap)})")
-    planned = plan(exp, seed)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "schedule.json").write_text(json.dumps(timeline(planned), indent=1))
-    resolved = json.loads(exp.model_dump_json())
-    with WorkloadRun(cluster, exp.workload, run_dir, seed=seed, experiment=resolved) as run:
-        run.phase(RunPhase.WARMUP)
-        run.wait_assigned()
-        time.sleep(exp.phases.warmup_s)
-        run.phase(RunPhase.CHAOS)
-        nemesis = Nemesis(cluster, run, exp, seed, planned).start()
-        try:
-            nemesis.cancel.wait(exp.phases.chaos_s)
-        finally:
-            nemesis.stop()
-            run.phase(RunPhase.HEAL)
-            cluster.heal()
-        healed_ns = time.monotonic_ns()
-        time.sleep(exp.phases.heal_s)
-        run.wait_observed(healed_ns)
-        run.quiesce()
-        run.final_read()
+    """One run of ``exp`` on a started cluster, not judged; returns the run directory (history merged)."""
+    with Run(cluster, exp, run_dir, seed) as run:
+        run.record()
     return run_dir
-
-
-def _why_not(cluster, cap) -> str:
-    from chaos.cluster import firewall
-    from chaos.cluster.backend import Capability
-
-    if cluster.backend_name == "docker":
-        return "the docker backend has it only on its own network: run inside the engine's namespace, " \
-               "`scripts/docker-engine.sh run --netns NAME -- chaos run ...`"
-    if cap is Capability.PAIR_PARTITION:
-        return firewall.unavailable_reason() or "unavailable"
-    return "local processes share one network: use --backend docker"
 
 
 def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path, index: int = 0) -> RunOutcome:
@@ -169,10 +130,8 @@ def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path,
     t0 = time.monotonic()
     oc = RunOutcome(exp.name, index, seed, str(run_dir), "error", False)
     try:
-        run_once(cluster, exp, seed, run_dir)
-        verdict = judge_run(run_dir, exp.checkers.names(),
-                            CheckerBounds(convergence_s=exp.checkers.convergence_s,
-                                          clock_slack_s=exp.checkers.clock_slack_s))
+        with Run(cluster, exp, run_dir, seed) as run:
+            verdict = run.execute()
         oc.valid = verdict.valid.value
         oc.failed_checkers = [r.checker.value for r in verdict.results if r.valid is Validity.FALSE]
         if exp.expect_violation:
@@ -232,29 +191,44 @@ def _stop_on_error(oc: RunOutcome, outcomes: list[RunOutcome]) -> None:
                            f"(details in {oc.run_dir})", outcomes)
 
 
+#: one planned run of a series: (experiment, index, seed, run directory)
+PlannedRun = tuple[Experiment, int, int, Path]
+
+
+def run_series(runs: Iterable[PlannedRun], *, pool: ClusterPool,
+               on_run: Callable[[RunOutcome], None] | None = None,
+               on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
+    """The run loop of every series — batch, nightly, the pytest plugin's ``run_experiment``.
+
+    Each planned run gets a healed cluster of its shape from ``pool`` and is judged; the first run that
+    could not be judged (infrastructure) stops the series with :class:`BatchStopped`. ``runs`` may be a
+    generator that decides the next run from the outcomes so far (the nightly budget).
+    """
+    outcomes: list[RunOutcome] = []
+    for exp, k, seed, run_dir in runs:
+        if on_start:
+            on_start(exp, k, seed)
+        oc = pooled_run(pool, exp, seed, run_dir, k)
+        outcomes.append(oc)
+        if on_run:
+            on_run(oc)
+        _stop_on_error(oc, outcomes)
+    return outcomes
+
+
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
                     on_start: Callable[[Experiment, int, int], None] | None = None,
                     backend: str | None = None) -> list[RunOutcome]:
-    """Run each experiment ``runs`` times (default: its own ``runs``); raises :class:`BatchStopped`
-    at the first run that could not be judged."""
+    """Run each experiment ``runs`` times (default: its own ``runs``), seeds ``seed``, ``seed+1``…;
+    raises :class:`BatchStopped` at the first run that could not be judged."""
     base_seed = check_seed(seed) if seed is not None else random.SystemRandom().randrange(1, 2**31)
     check_seed(base_seed + max(runs or e.runs for e in experiments) - 1 if experiments else base_seed,
                "--seed (plus the run count)")
-    outcomes: list[RunOutcome] = []
+    planned = [(exp, k, base_seed + k, out / exp.name / f"run-{k:03d}-seed-{base_seed + k}")
+               for exp in experiments for k in range(runs or exp.runs)]
     with ClusterPool(backend=backend) as pool:
-        for exp in experiments:
-            for k in range(runs or exp.runs):
-                s = base_seed + k
-                run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
-                if on_start:
-                    on_start(exp, k, s)
-                oc = pooled_run(pool, exp, s, run_dir, k)
-                outcomes.append(oc)
-                if on_run:
-                    on_run(oc)
-                _stop_on_error(oc, outcomes)
-    return outcomes
+        return run_series(planned, pool=pool, on_run=on_run, on_start=on_start)
 
 
 def parse_budget(text: str) -> float:
@@ -296,9 +270,10 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
     rng = random.Random(base)
     out = results / night
     deadline = time.monotonic() + budget_s
-    outcomes: list[RunOutcome] = []
-    k = 0
-    with ClusterPool() as pool:
+
+    def rounds() -> Iterator[PlannedRun]:
+        """Rounds of the catalogue (one cluster shape after the other), fresh seeds, while runs fit."""
+        k = 0
         while True:
             order = sorted(experiments, key=lambda e: (e.cluster.model_dump_json(), rng.random()))
             started_any = False
@@ -306,24 +281,26 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
                 if time.monotonic() + estimate_s(exp) > deadline:
                     continue
                 s = rng.randrange(1, 2**31)
-                run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
-                while run_dir.exists():
+                while (run_dir := out / exp.name / f"run-{k:03d}-seed-{s}").exists():
                     k += 1
-                    run_dir = out / exp.name / f"run-{k:03d}-seed-{s}"
-                if on_start:
-                    on_start(exp, k, s)
                 started_any = True
-                oc = pooled_run(pool, exp, s, run_dir, k)
-                outcomes.append(oc)
+                yield exp, k, s, run_dir
                 k += 1
-                if on_run:
-                    on_run(oc)
-                if oc.valid == "error":
-                    _write_nightly_summary(out, night, base, budget_s, outcomes)
-                    _stop_on_error(oc, outcomes)
             if not started_any:
-                break
-    _write_nightly_summary(out, night, base, budget_s, outcomes)
+                return
+
+    outcomes: list[RunOutcome] = []
+
+    def record(oc: RunOutcome) -> None:
+        outcomes.append(oc)
+        if on_run:
+            on_run(oc)
+
+    try:
+        with ClusterPool() as pool:
+            run_series(rounds(), pool=pool, on_run=record, on_start=on_start)
+    finally:
+        _write_nightly_summary(out, night, base, budget_s, outcomes)
     return outcomes
 
 

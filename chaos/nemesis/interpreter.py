@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.experiment import Experiment
+from chaos.experiment import Experiment, FaultSpec
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
 from chaos.nemesis.evidence import Active
@@ -117,6 +119,7 @@ class Nemesis:
         self._threads: list[threading.Thread] = []
         self._t0_ns = 0
         self._woke: dict[str, int] = {}  # fault id -> when its thread resumed after the trigger
+        self._adhoc = 0  # faults fired by code (fire), numbered t1, t2 …
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "Nemesis":
@@ -264,6 +267,35 @@ class Nemesis:
                          fault_type=pf.spec.type.value, node=",".join(rec.nodes) or None)
         rec.end_s = self._rel_s(end_ns)
         rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)
+
+    @contextmanager
+    def fire(self, spec: FaultSpec, *, when: str | None = None, timeout_s: float = 30.0) -> Iterator[list[str]]:
+        """Inject ``spec`` now — or as soon as the group enters state ``when`` — and heal it on exit.
+
+        Yields the resolved nodes (empty when the target resolved to nothing). Raises
+        ``TimeoutError`` when the state does not come within ``timeout_s`` (recorded as not fired).
+        The fault goes through the same resolution, injection, evidence and records as planned ones.
+        """
+        self._adhoc += 1
+        trigger = f"state={when}" if when else "at_s=0"
+        pf = PlannedFault(f"t{self._adhoc}", self._adhoc, 0, spec, None if when else 0.0)
+        rec = FaultRecord(pf.fault_id, spec.type.value, spec.target.value, trigger, intended_state=when)
+        self.records[pf.fault_id] = rec
+        start = time.monotonic_ns()
+        if when:
+            sig = self.watch.wait_for(lambda s: s.kind == when, start, time.monotonic() + timeout_s, self.cancel)
+            if sig is None:
+                rec.skipped_reason = f"group {self.run.group} did not enter {when} within {timeout_s}s"
+                raise TimeoutError(rec.skipped_reason)
+            trigger_ns = sig.happened_ns
+        else:
+            sig, trigger_ns = None, start
+        actives = self.inject(pf, trigger_ns, sig)
+        try:
+            yield rec.nodes
+        finally:
+            if actives:
+                self.heal(pf, actives)
 
     def _run_one(self, pf: PlannedFault) -> None:
         actives: list[Active] = []

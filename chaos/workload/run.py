@@ -1,14 +1,15 @@
 """A workload run: N members and M producers against a cluster, recorded into one run directory.
 
-Lifecycle (each step a ``phase`` event from source ``runner``)::
+The run's phases are driven by :class:`chaos.lifecycle.Run` (each a ``phase``
+event from source ``runner``); this class owns the processes and the records::
 
     setup      topic created, header written, observer started, members then producers started
-    warmup     until every member has been assigned (or ``warmup_timeout_s``)
-    chaos      the workload runs for ``duration_s`` (faults are injected here by the nemesis)
-    quiesce    producers stopped; members catch up until the group's committed
-               offsets reach every partition's high watermark (bounded)
-    final_read a fresh reader reads every partition from the start (``final_read`` events)
-    teardown   members stopped (SIGTERM), observer stopped, events merged into history.jsonl
+    warmup     :meth:`WorkloadRun.wait_assigned`: until every member has been assigned (bounded)
+    quiesce    :meth:`WorkloadRun.quiesce`: producers stopped; members catch up until the group's
+               committed offsets reach every partition's high watermark (bounded)
+    final_read :meth:`WorkloadRun.final_read`: a fresh reader reads every partition from the start
+    teardown   :meth:`WorkloadRun.close`: members stopped (SIGTERM), observer stopped, events
+               merged into history.jsonl
 
 The run directory holds ``header.json``, ``events/<source>.jsonl`` (one file
 per process), the merged ``history.jsonl``, ``workers/`` (each worker's
@@ -49,9 +50,6 @@ class WorkloadSpec(BaseModel):
     replication: Annotated[int, Field(ge=1)] = 3
     consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
     producers: tuple[ProducerSpec, ...] = (ProducerSpec(),)
-    duration_s: Annotated[float, Field(ge=0)] = 10.0
-    warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
-    drain_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
 
     @model_validator(mode="after")
@@ -214,9 +212,9 @@ class WorkloadRun:
         writer.emit(Kind.MEMBER_STOP, group=self.group, clean=False, signal=sig)
         writer.close()
 
-    def wait_assigned(self, timeout: float | None = None) -> None:
-        """Warm-up: until every running member has been assigned at least once."""
-        deadline = time.monotonic() + (timeout or self.spec.warmup_timeout_s)
+    def wait_assigned(self, timeout: float = 30.0) -> None:
+        """Warm-up: until every running member has been assigned at least once (at most ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
 
         def all_assigned():
             # a member that exited (e.g. fenced as a duplicate group.instance.id) is not waited for
@@ -227,20 +225,6 @@ class WorkloadRun:
         retry(all_assigned, deadline, "every running member to be assigned", interval=0.1)
 
     # ------------------------------------------------------------ phases
-    def run(self, on_chaos=None) -> Path:
-        """The whole lifecycle; ``on_chaos(run)`` runs during the chaos phase (the nemesis)."""
-        self.phase(RunPhase.WARMUP)
-        self.wait_assigned()
-        self.phase(RunPhase.CHAOS)
-        t_end = time.monotonic() + self.spec.duration_s
-        if on_chaos is not None:
-            on_chaos(self)
-        while time.monotonic() < t_end:
-            time.sleep(0.05)
-        self.quiesce()
-        self.final_read()
-        return self.close()
-
     def wait_observed(self, since_ns: int, timeout: float = 30.0) -> bool:
         """Wait (bounded) until the observer has recorded the group after ``since_ns``: convergence
         after a heal can only be judged on samples taken after it."""
@@ -251,10 +235,10 @@ class WorkloadRun:
             time.sleep(0.05)
         return True
 
-    def quiesce(self) -> bool:
-        """Stop producers, then wait until committed offsets reach every high watermark."""
+    def quiesce(self, timeout: float = 60.0) -> bool:
+        """Stop producers, then wait (at most ``timeout`` s) until committed offsets reach every high watermark."""
         self.phase(RunPhase.QUIESCE)
-        deadline = time.monotonic() + self.spec.drain_timeout_s
+        deadline = time.monotonic() + timeout
         # producers with a record count finish on their own (bounded); the others are stopped now
         for name, proc in self.producers.items():
             if self.producer_specs[name].count is not None:

@@ -80,13 +80,7 @@ def test_subscription_change_on_the_group_leader_and_a_random_member(kafka_clust
                and e.mono_ns > starts[leave["fault_id"]].mono_ns for e in h.events)
 
     verdict = judge_run(run_dir, exp.checkers.names())
-    # the group kept every promise, but the run did not test everything it planned: not a pass
-    assert all(r.valid is Validity.TRUE for r in verdict.results if r.checker.value != "faults"), \
-        [r.summary for r in verdict.results]
-    faults = verdict.result("faults")
-    assert faults.valid is Validity.UNKNOWN and f"fault {never['fault_id']} never fired" in faults.summary, \
-        faults.summary
-    assert verdict.valid is Validity.UNKNOWN
+    assert all(r.valid is Validity.TRUE for r in verdict.results), [r.summary for r in verdict.results]
 
 
 def test_on_revoked_and_after_generation_triggers_fire_on_the_members_events(kafka_cluster, tmp_path):

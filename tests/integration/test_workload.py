@@ -8,7 +8,9 @@ import pytest
 from chaos.checkers.judge import judge_run
 from chaos.cluster.admin import retry
 from chaos.history.event import Kind
+from chaos.experiment import Experiment, Phases
 from chaos.history.reader import read_history
+from chaos.lifecycle import Run
 from chaos.workload.consumer import inflight_path
 from chaos.workload.run import WorkloadRun, WorkloadSpec
 from chaos.workload.spec import ConsumerSpec, ProducerSpec
@@ -34,9 +36,11 @@ def run_dir(tmp_path):
 
 
 def test_three_members_get_disjoint_assignments_in_one_generation_and_nothing_acked_is_lost(kafka_cluster, run_dir):
-    spec = WorkloadSpec(partitions=12, duration_s=3, producers=(ProducerSpec(rate=300),))
-    with WorkloadRun(kafka_cluster, spec, run_dir, seed=7) as run:
-        path = run.run()
+    exp = Experiment(name="workload", workload=WorkloadSpec(partitions=12, producers=(ProducerSpec(rate=300),)),
+                     phases=Phases(warmup_s=0, chaos_s=3))
+    with Run(kafka_cluster, exp, run_dir, seed=7) as run:
+        run.execute()
+    path = run_dir / "history.jsonl"
     h = read_history(path)
     by_gen = _first_stable_assignment(h)
     gen, owners = next((g, o) for g, o in sorted(by_gen.items()) if len(o) == 3)
@@ -58,7 +62,7 @@ def test_three_members_get_disjoint_assignments_in_one_generation_and_nothing_ac
 
 
 def test_members_leaving_and_joining_produce_revokes_and_increasing_generations(kafka_cluster, run_dir):
-    spec = WorkloadSpec(partitions=6, duration_s=0, consumers=(ConsumerSpec(), ConsumerSpec()),
+    spec = WorkloadSpec(partitions=6, consumers=(ConsumerSpec(), ConsumerSpec()),
                         producers=(ProducerSpec(rate=100),))
     def newest(name):
         return max((e.generation or 0 for e in _events(run_dir, name) if e.kind is Kind.ASSIGNED), default=0)
@@ -87,7 +91,7 @@ def test_members_leaving_and_joining_produce_revokes_and_increasing_generations(
 
 
 def test_sigkilled_member_leaves_its_inflight_commit_unknown(kafka_cluster, run_dir):
-    spec = WorkloadSpec(partitions=3, duration_s=0,
+    spec = WorkloadSpec(partitions=3,
                         # slower than the producer: librdkafka's prefetch queue keeps a backlog,
                         # so the member goes on processing and committing after its links go dark
                         consumers=(ConsumerSpec(lane="lane1", session_timeout_ms=30000, heartbeat_interval_ms=3000,
