@@ -6,19 +6,24 @@ acquires a partition that member A still holds, a *zombie window* opens; it
 closes when either releases it (or at the end of the history: *open*). A is
 the zombie: the member that believes it still owns the partition.
 
-A window is *explained* when A was evicted without knowing it, shown by any of:
+A window is *explained* when A was evicted without knowing it, shown by the
+coordinator's own word or by A's — any of:
 
 - the coordinator's ``member_failed`` line for A's member id (session timeout
   expiry, the heartbeat path of KIP-62), observed before the window closed
   (plus clock slack: the observer reads logs with a lag);
 - a ``group_state`` sample taken while A held the partition whose member list
   lacks A's member id (the coordinator had already removed it);
-- a fault that targeted A's node (``fault_start.node`` = A's source), started
-  before the window opened and not healed before A acquired the partition;
 - A's own error saying it left the group after ``max.poll.interval.ms``
   (librdkafka ``_MAX_POLL_EXCEEDED``, KIP-62);
 - another member started with A's ``group.instance.id`` (KIP-345: the
   coordinator replaces A, which learns it only when fenced).
+
+A fault on A (a pause, a black-holed or slowed link) is not such evidence by
+itself: a slow link does not evict a member, and even a frozen one holds its
+place until the coordinator removes it; only the coordinator's removal
+(session expiry, a failed heartbeat, a LeaveGroup, fencing) makes A a zombie
+rather than a second owner.
 
 A window is a violation when it is unexplained, or when A processed the
 partition during the window and then, still inside the window, got an ``ok``
@@ -89,7 +94,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     zombie_windows: dict[tuple[str, str, tuple], list[_Window]] = {}  # (group, zombie, tp) -> open windows
     failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
     samples = idx.of(GroupStateSample)  # looked up per window only (windows are rare)
-    faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None]]
+    faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None, fault_type]] (context only)
     fault_by_id: dict[str, list] = {}
     displaced: dict[str, list[tuple[int, int]]] = {}
     instance_of: dict[str, tuple[str, str]] = {}
@@ -185,7 +190,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
         elif t is FaultStart:
-            rec = [e.mono_ns, e.seq, None]
+            rec = [e.mono_ns, e.seq, None, e.fault_type]
             fault_by_id[e.fault_id] = rec
             if e.node:
                 faults.setdefault(e.node, []).append(rec)
@@ -241,6 +246,21 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
 def _cause(w: _Window, until_ns: int, failed_at, samples, faults, displaced,
            slack_ns: int) -> tuple[str | None, int | None]:
+    """The coordinator's (or the zombie's own) evidence that the zombie was evicted, or (None, None).
+
+    A fault on the zombie in effect at the time is named as context, never taken as the evidence.
+    """
+    cause, seq = _eviction(w, until_ns, failed_at, samples, displaced, slack_ns)
+    if cause is None:
+        return None, None
+    for start_ns, _, end_ns, fault_type in faults.get(w.zombie, ()):
+        if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
+            return f"{cause}, during a {fault_type} fault on {w.zombie}", seq
+    return cause, seq
+
+
+def _eviction(w: _Window, until_ns: int, failed_at, samples, displaced,
+              slack_ns: int) -> tuple[str | None, int | None]:
     if w.zombie_member_id:
         for ns, seq in failed_at.get(w.zombie_member_id, ()):
             if w.zombie_since_ns <= ns <= until_ns:
@@ -252,9 +272,6 @@ def _cause(w: _Window, until_ns: int, failed_at, samples, faults, displaced,
                 break
             if s.group == w.group and all(m.member_id != w.zombie_member_id for m in s.members):
                 return f"coordinator no longer listed {w.zombie_member_id}", s.seq
-    for start_ns, seq, end_ns in faults.get(w.zombie, ()):
-        if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
-            return f"fault on {w.zombie}", seq
     for ns, seq in displaced.get(w.zombie, ()):
         if w.zombie_since_ns <= ns <= until_ns:
             return f"{w.zombie} left the group (max.poll.interval.ms) or was replaced by its instance id", seq
