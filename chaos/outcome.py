@@ -85,7 +85,8 @@ _TABLE: tuple[ErrorOutcome, ...] = tuple(ErrorOutcome(*row) for row in (
     ("TOPIC_AUTHORIZATION_FAILED", 29, _FAIL, _FAIL, "not authorised"),
     ("GROUP_AUTHORIZATION_FAILED", 30, _UNK, _FAIL, "not authorised"),
     ("INVALID_GROUP_ID", 24, _UNK, _FAIL, "group id rejected"),
-    # --- group coordinator rejected the commit (section 8 of DESIGN.md) -------
+    # --- group coordinator rejected the commit before storing it ------------
+    # (GroupCoordinator.handleCommitOffsets; docs/architecture.md, "Outcomes")
     ("COORDINATOR_LOAD_IN_PROGRESS", 14, _UNK, _FAIL, "coordinator still loading: commit rejected"),
     ("COORDINATOR_NOT_AVAILABLE", 15, _UNK, _FAIL, "commit rejected, nothing written to __consumer_offsets"),
     ("NOT_COORDINATOR", 16, _UNK, _FAIL, "commit sent to a broker that is not the coordinator"),

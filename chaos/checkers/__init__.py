@@ -1,4 +1,4 @@
-"""Checkers: pure functions of a history that judge the invariants of DESIGN.md section 5."""
+"""Checkers: pure functions of a history that judge the invariants (docs/architecture.md, "Invariants")."""
 
 from chaos.checkers.bounds import CheckerBounds, ResolvedBounds
 from chaos.checkers.result import CheckerName, Finding, Result, Validity, Verdict, merge_validity

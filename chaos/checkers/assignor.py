@@ -2,8 +2,21 @@
 
 Each generation is judged once, on its first ``group_state`` sample in state
 Stable whose assignment is complete (every partition of the group's topics
-owned; a cooperative-sticky generation that only revoked partitions, KIP-429's
-first phase, is incomplete and skipped). The properties below are documented
+owned). A Stable generation that leaves a subscribed partition without an
+owner is
+
+- skipped for the cooperative protocol (cooperative-sticky): KIP-429's first
+  phase only revokes, and the partitions are assigned in the next generation;
+- a violation for an eager assignor (range, roundrobin, sticky), which hands
+  out every partition of the subscribed topics in every generation
+  (RangeAssignor / RoundRobinAssignor / StickyAssignor ``assign``) — unless
+  the partition was added to its topic (an ``add_partitions`` fault) after
+  the run began: the leader assigns from its own metadata, which learns of
+  new partitions only at its next refresh (``metadata.max.age.ms``, default
+  5 min), so partitions first seen after an ``add_partitions`` fault began are
+  not required of an eager generation (the convergence checker requires them
+  after the heal). Without recorded subscriptions only the topics the sample
+  shows owned are required (:func:`eager_required`). The properties below are documented
 for members with one common subscription: a generation whose members
 subscribe to different topics (a change_subscription fault; the subscriptions
 come from the coordinator's DescribeGroups) is skipped and counted, and
@@ -29,12 +42,22 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupState, GroupStateSample, History, Lost
+from chaos.history import (
+    Assigned,
+    FaultStart,
+    GroupState,
+    GroupStateSample,
+    History,
+    Lost,
+    SendOk,
+)
 
 NAME = CheckerName.ASSIGNOR
 
 _BALANCED = ("roundrobin", "sticky", "cooperative-sticky")
 _STICKY = ("sticky", "cooperative-sticky")
+#: assignors of the eager protocol: every generation assigns every subscribed partition
+_EAGER = ("range", "roundrobin", "sticky")
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -53,6 +76,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if e.generation is not None:
             key = (e.group, e.generation)
             gained[key] = gained.get(key, False) or bool(e.partitions)
+    added = _added_partitions(idx)
+    incomplete_eager: set[tuple[str, int]] = set()
     judged = 0
     skipped_after_loss = 0
     skipped_gap = 0
@@ -71,7 +96,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         owned = {m.member_id: set(m.assignment) for m in s.members}
         covered = set().union(*owned.values())
         if covered != expected:
-            continue  # incomplete (cooperative first phase) or unknown partitions: not judged
+            proto = (s.protocol or "").lower()
+            missing = sorted(tp for tp in eager_required(s, expected) - covered if tp not in added)
+            if proto in _EAGER and missing and (s.group, s.generation) not in incomplete_eager:
+                incomplete_eager.add((s.group, s.generation))
+                log.violation(f"group {s.group} generation {s.generation} ({proto}): Stable with "
+                              f"{', '.join(map(fmt_tp, missing[:6]))} assigned to no member ({len(missing)} of "
+                              f"{len(expected)} subscribed partition(s)); an eager assignor assigns every one", s.seq)
+            continue  # incomplete (cooperative first phase) or unknown partitions: not judged further
         done.add(s.generation)
         judged += 1
         topics = frozenset(s.members[0].subscription)
@@ -113,9 +145,46 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             previous[s.group] = (s.seq, owned, s.mono_ns, s.generation)
     metrics = {"generations_judged": judged, "stickiness_skipped_after_lost": skipped_after_loss,
                "skipped_mixed_subscriptions": len(mixed), "stickiness_skipped_unseen_generation": skipped_gap,
-               "violations": log.violation_count}
+               "incomplete_eager_generations": len(incomplete_eager), "violations": log.violation_count}
     return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
                       f"{log.violation_count} assignor property violation(s)", metrics)
+
+
+def eager_required(s: GroupStateSample, subscribed: frozenset[tuple[str, int]]) -> frozenset[tuple[str, int]]:
+    """The partitions an eager generation sampled as ``s`` must all assign.
+
+    With recorded subscriptions, every partition of a subscribed topic. Without them (histories from before
+    the observer recorded them) only the topics the sample itself shows owned: someone subscribes to those,
+    whereas a topic of the group's past (a change of subscription) may no longer be subscribed.
+    """
+    if any(m.subscription for m in s.members):
+        return subscribed
+    topics = {t for m in s.members for t, _ in m.assignment}
+    return frozenset(tp for tp in subscribed if tp[0] in topics)
+
+
+def _added_partitions(idx) -> frozenset[tuple[str, int]]:
+    """Partitions first seen (produced to, assigned or sampled) after the first ``add_partitions`` fault began."""
+    starts = [f.mono_ns for f in idx.of(FaultStart) if f.fault_type == "add_partitions"]
+    if not starts:
+        return frozenset()
+    t = min(starts)
+    before: set[tuple[str, int]] = set()
+    for e in idx.of(SendOk):
+        if e.mono_ns >= t:
+            break
+        before.add((e.topic, e.partition))
+    for e in idx.of(Assigned):
+        if e.mono_ns >= t:
+            break
+        before.update(e.partitions)
+    for e in idx.of(GroupStateSample):
+        if e.mono_ns >= t:
+            break
+        for m in e.members:
+            before.update(m.assignment)
+    every = set().union(*idx.group_partitions().values()) if idx.group_partitions() else set()
+    return frozenset(every - before)
 
 
 def _check_range(s: GroupStateSample, owned: dict[str, set], where: str, log: FindingLog) -> None:

@@ -28,8 +28,13 @@ class CheckerBounds:
       to be Stable with one live owner per partition (default: session timeout
       + rebalance timeout + ``observer_margin_s``).
     - ``clock_slack_s``: how far apart an action and the event recording it may
-      be (a commit is stamped when it was sent and judged by the coordinator before its answer; the observer reads logs and
-      samples with a lag). Comparisons across sources tolerate this much.
+      be where the history has no better evidence: the observer's samples lag
+      what they sample, and a commit without a send stamp (auto commits, the
+      Java client, older histories) is stamped when reported, up to this long
+      after it was sent. Comparisons across sources tolerate this much. The
+      fencing checker does *not* apply it to commits stamped when sent and
+      answered (``answered_ns``): those are judged on their own interval
+      (:mod:`chaos.checkers.fencing`).
     - ``fence_s``: time within which the older of two members sharing a
       ``group.instance.id`` must be fenced (default: its session timeout + slack).
     - ``observer_margin_s``: extra time for the observer's polling interval.

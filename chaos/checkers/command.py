@@ -47,6 +47,14 @@ def render(run_dir: Path, history: History, verdict: Verdict, evidence_lines: in
     ``checks.json``); findings past that budget are counted, not printed.
     """
     out = [f"{run_dir}  run {history.header.run_id}  {len(history.events)} events  verdict: {verdict.valid.value}"]
+    from chaos.checkers import incidents  # what happened to the run comes before the invariants
+
+    found = incidents.collect(history, incidents.traceback_files(run_dir))
+    if found:
+        out.append(f"  what happened to the run ({len(found)} incident(s)):")
+        out.extend(f"    ! {i.line()}" for i in found[:20])
+        if len(found) > 20:
+            out.append(f"    ... {len(found) - 20} more incident(s) in {run_dir / CHECKS_FILE}")
     for note in history.notes:
         out.append(f"  note: {note}")
     for r in verdict.results:

@@ -20,6 +20,24 @@ and, when records were acknowledged after T0 on the group's topics, a member of
 the group must process something after T0 within the bound (consumption
 resumed). Time-to-recover (T0 to the first such sample) is reported.
 
+Convergence must then *hold* until the end of the run (the ``teardown``
+phase, when the runner stops the members, is not judged). After the first
+converged sample, a later sample that is not converged is
+
+- a violation at once when it is a Stable generation of an *eager* assignor
+  (range, roundrobin, sticky) leaving a subscribed partition without an owner:
+  an eager assignor hands out every partition of the subscribed topics in
+  every generation (ConsumerPartitionAssignor; KIP-429 lets only the
+  cooperative protocol's first phase leave partitions unassigned), so the
+  partition stays unconsumed until some later rebalance that nothing
+  schedules;
+- otherwise the start of an *episode* (a rebalance in progress, a cooperative
+  first phase, a crashed member not yet evicted ...), legal if a converged
+  sample follows within the convergence bound, a violation if none does
+  although the history goes on past the bound. An episode still open when
+  the history ends, shorter than the bound, is reported in the metrics and
+  not judged (a member may legally be mid-rebalance when the run stops).
+
 ``unknown`` when a fault never ended, when no ``group_state`` sample exists
 after T0, or when the history ends before the bound elapsed without
 convergence.
@@ -28,7 +46,9 @@ convergence.
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import dataclass
 
+from chaos.checkers.assignor import eager_required
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
@@ -50,6 +70,21 @@ from chaos.history import (
 )
 
 NAME = CheckerName.CONVERGENCE
+
+#: Assignors of the eager protocol: every generation assigns every partition of the subscribed topics.
+EAGER_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
+
+
+@dataclass(slots=True)
+class _Episode:
+    """Non-converged samples after the group had converged, since ``start_ns`` (mutable: it grows)."""
+
+    start_ns: int
+    start_seq: int
+    problem: str
+    last_seq: int
+    last_problem: str
+    reported: bool = False
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -100,6 +135,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     last_sample: dict[str, tuple[int, int, str]] = {}
     samples_after: dict[str, int] = {}
     resumed: dict[str, tuple[int, int]] = {}
+    episodes: dict[str, _Episode] = {}  # group -> its open episode of non-converged samples after convergence
+    bad_generations: set[tuple[str, int | None]] = set()
     # Consumption resumed: the first batch of each group after T0 (consumed events are in time order).
     consumed = idx.of(Consumed)
     for i in range(bisect_right(consumed, t0, key=_mono), len(consumed)):
@@ -117,13 +154,18 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         elif t is MemberStop:
             live.pop(e.source, None)
         elif t is GroupStateSample:
-            if e.mono_ns < t0 or e.group in recovered:
+            if e.mono_ns < t0:
                 continue
-            samples_after[e.group] = samples_after.get(e.group, 0) + 1
-            problem = _problem(e, idx.subscribed(e), live, group_of)
-            last_sample[e.group] = (e.mono_ns, e.seq, problem or "")
+            g = e.group
+            subscribed = idx.subscribed(e)
+            problem = _problem(e, subscribed, live, group_of)
+            if g in recovered:
+                _held(e, subscribed, problem, episodes, bad_generations, bound, log, idx)
+                continue
+            samples_after[g] = samples_after.get(g, 0) + 1
+            last_sample[g] = (e.mono_ns, e.seq, problem or "")
             if problem is None:
-                recovered[e.group] = (e.mono_ns, e.seq)
+                recovered[g] = (e.mono_ns, e.seq)
         elif e.member_id is not None and e.source in live:
             live[e.source] = e.member_id
 
@@ -157,12 +199,61 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     log.violation(f"group {g}: consumption did not resume within {bound / 1e9:.1f}s of the heal "
                                   "although records were produced", t0_event.seq, min(pending),
                                   *([got[1]] if got else []))
+    end_ns = min(cutoff, idx.last_ns)
+    open_at_end = 0
+    for g, ep in sorted(episodes.items()):
+        if ep.reported:
+            continue
+        if end_ns - ep.start_ns > bound:
+            log.violation(f"group {g} stopped being converged at {idx.seconds(ep.start_ns):.3f}s ({ep.problem}) and "
+                          f"did not converge again in the {(end_ns - ep.start_ns) / 1e9:.1f}s left "
+                          f"(bound {bound / 1e9:.1f}s); last sample: {ep.last_problem}", ep.start_seq, ep.last_seq)
+        else:
+            open_at_end += 1
     metrics = {"time_to_recover_s": ttr_max, "groups": len(groups), "converged_groups": len(recovered),
-               "bound_s": bound / 1e9, "violations": log.violation_count}
+               "bound_s": bound / 1e9, "violations": log.violation_count,
+               "unsettled_at_end": open_at_end}
     unknown = "; ".join(undecided) if undecided else None
+    tail = (f"; {open_at_end} group(s) were mid-rebalance when the history ended (shorter than the bound: "
+            "not judged)" if open_at_end else "")
     return log.result(NAME, f"every group converged after the heal (time to recover {ttr_max:.3f}s, "
-                      f"bound {bound / 1e9:.1f}s) and consumption resumed",
+                      f"bound {bound / 1e9:.1f}s), stayed converged to the end and consumption resumed{tail}",
                       f"{log.violation_count} convergence failure(s)", metrics, unknown=unknown)
+
+
+def _held(s: GroupStateSample, subscribed: frozenset, problem: str | None, episodes: dict[str, _Episode],
+          bad_generations: set[tuple[str, int | None]], bound: int, log: FindingLog, idx) -> None:
+    """Judge one sample taken after the group had converged (see the module docstring)."""
+    g = s.group
+    if problem is None:
+        episodes.pop(g, None)
+        return
+    if s.state is GroupState.STABLE and (s.protocol or "").lower() in EAGER_ASSIGNORS:
+        owned = {tp for m in s.members for tp in m.assignment}
+        unowned = sorted(tp for tp in eager_required(s, subscribed) if tp not in owned)
+        if unowned:
+            if (g, s.generation) not in bad_generations:
+                bad_generations.add((g, s.generation))
+                log.violation(f"group {g}: Stable generation {s.generation} of the eager {s.protocol} assignor leaves "
+                              f"{', '.join(map(fmt_tp, unowned[:6]))} without an owner "
+                              f"({len(unowned)} of {len(subscribed)} subscribed partition(s)) at "
+                              f"{idx.seconds(s.mono_ns):.3f}s, after the group had converged", s.seq)
+            ep = episodes.get(g)
+            if ep is not None:
+                ep.reported = True  # this violation is the episode's finding
+            else:
+                episodes[g] = _Episode(s.mono_ns, s.seq, problem, s.seq, problem, reported=True)
+            return
+    ep = episodes.get(g)
+    if ep is None:
+        episodes[g] = _Episode(s.mono_ns, s.seq, problem, s.seq, problem)
+        return
+    ep.last_seq, ep.last_problem = s.seq, problem
+    if not ep.reported and s.mono_ns - ep.start_ns > bound:
+        ep.reported = True
+        log.violation(f"group {g} stopped being converged at {idx.seconds(ep.start_ns):.3f}s ({ep.problem}) and was "
+                      f"still not converged {(s.mono_ns - ep.start_ns) / 1e9:.1f}s later (bound {bound / 1e9:.1f}s): "
+                      f"{problem}", ep.start_seq, s.seq)
 
 
 def _problem(s: GroupStateSample, parts: set, live: dict[str, str | None], group_of: dict[str, str]) -> str | None:

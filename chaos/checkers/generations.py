@@ -20,7 +20,7 @@ sample shows it. Violations: a join completing with a generation not above the
 highest durable one (reuse or regression), a coordinator loading a generation
 below it (stored metadata lost), a Stable sample below it. A generation whose
 join completed but whose coordinator died before the store is a ghost: it may
-vanish in the failover and be handed out again, and is exempt (DESIGN.md §5.6).
+vanish in the failover and be handed out again, and is exempt (docs/architecture.md, "Invariants", 6).
 Sample-versus-log comparisons tolerate the clock slack (the observer reads logs
 and samples on different schedules).
 """

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from chaos.checkers import incidents
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import CheckerName, Result, Verdict
@@ -69,7 +70,11 @@ def result_dict(history: History, r: Result) -> dict[str, Any]:
     }
 
 
-def verdict_dict(history: History, verdict: Verdict, bounds: CheckerBounds) -> dict[str, Any]:
+def verdict_dict(history: History, verdict: Verdict, bounds: CheckerBounds,
+                 run_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The JSON form of a verdict: what happened to the run (``incidents``, :mod:`chaos.checkers.incidents`)
+    comes before the invariants (``results``). With ``run_dir`` incidents name the workers' traceback files."""
+    found = incidents.collect(history, incidents.traceback_files(run_dir) if run_dir is not None else None)
     return {
         "run_id": history.header.run_id,
         "valid": verdict.valid.value,
@@ -77,11 +82,13 @@ def verdict_dict(history: History, verdict: Verdict, bounds: CheckerBounds) -> d
         "events": len(history.events),
         "history_notes": list(history.notes),
         "bounds": dataclasses.asdict(bounds),
+        "incidents": [incidents.incident_dict(i) for i in found],
         "results": [result_dict(history, r) for r in verdict.results],
     }
 
 
 def write_checks(path: Path, history: History, verdict: Verdict, bounds: CheckerBounds) -> None:
+    """Write the verdict to ``path`` (in the run directory: incidents name its traceback files)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(verdict_dict(history, verdict, bounds), option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(orjson.dumps(verdict_dict(history, verdict, bounds, path.parent), option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)

@@ -1,4 +1,4 @@
-"""The run history: event schema, per-process writer, merge and readers (DESIGN.md section 4)."""
+"""The run history: event schema, per-process writer, merge and readers (docs/architecture.md, "The history")."""
 
 from chaos.history.event import (
     EVENT_CLASS,

@@ -1,6 +1,6 @@
 """The event schema: the only interface between running and judging.
 
-One JSON object per line (DESIGN.md section 4). Every event carries ``seq``
+One JSON object per line (docs/architecture.md, "The history"). Every event carries ``seq``
 (unique in the run), ``ts`` (wall seconds), ``mono_ns`` (CLOCK_MONOTONIC, shared
 by every process on the machine, so it orders events across processes),
 ``source`` and ``kind``; the rest depends on the kind. The schema extends the
@@ -12,15 +12,25 @@ checkers read them. :func:`from_dict` rejects an unknown kind, a missing field,
 an unknown field (a typo must not pass silently) and a value of the wrong type,
 raising :class:`SchemaError`; readers turn that into a ``UsageError`` naming the
 file and line.
+
+The records below are the schema, in one place: the converters that read a line
+(:func:`converter_for`) and the report's Spark schema
+(``chaos.report.tables.event_schema``) are derived from their field types, with
+``Annotated`` tags for what a Python type does not say (:data:`Name`: interned;
+:data:`Int32`: a 32-bit column). A field added later gets a default, so older
+histories still read, and is left out of a line while at its default, so lines
+read the same as before it existed.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
+import types
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 import orjson
 
@@ -28,8 +38,26 @@ from chaos.outcome import Outcome
 
 SCHEMA_VERSION = 1
 
-TopicPartition = tuple[str, int]
-TopicPartitionOffset = tuple[str, int, int]
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """What a field's plain Python type does not say, attached with ``Annotated`` and read by the
+    converters (and by the Spark schema in :mod:`chaos.report.tables`)."""
+
+    name: str
+
+
+#: a name repeated across the history (source, group, topic, member id): interned when read
+INTERNED = Tag("interned")
+#: a Kafka INT32/INT16 on the wire (partition index, broker id, error code): a 32-bit column in the report
+INT32 = Tag("int32")
+#: a string that must not be empty
+NON_EMPTY = Tag("non-empty")
+
+Name = Annotated[str, INTERNED]
+Int32 = Annotated[int, INT32]
+TopicPartition = tuple[Name, Int32]
+TopicPartitionOffset = tuple[Name, Int32, int]
 
 
 class SchemaError(ValueError):
@@ -83,7 +111,7 @@ class CommitMode(StrEnum):
 
 
 class WrongMode(StrEnum):
-    """Deliberately wrong consumers a checker must catch (DESIGN.md section 5)."""
+    """Deliberately wrong consumers a checker must catch (docs/architecture.md, "Invariants")."""
 
     COMMIT_BEFORE_PROCESS = "commit_before_process"
     IGNORE_REVOKE = "ignore_revoke"
@@ -139,7 +167,7 @@ class Event:
     seq: int
     ts: float
     mono_ns: int
-    source: str
+    source: Name
 
     kind: ClassVar[Kind]
 
@@ -148,8 +176,8 @@ class Event:
 class SendOk(Event):
     """A produce acknowledged by the leader: the record is at (topic, partition, offset)."""
 
-    topic: str
-    partition: int
+    topic: Name
+    partition: Int32
     offset: int
     key: str | None
     value: str
@@ -160,10 +188,10 @@ class SendOk(Event):
 class SendFail(Event):
     """A produce that definitely failed (``chaos.outcome.classify`` said ``fail``)."""
 
-    topic: str
+    topic: Name
     key: str | None
     value: str
-    error_code: int | None
+    error_code: Int32 | None
     error_name: str
     kind: ClassVar[Kind] = Kind.SEND_FAIL
 
@@ -172,7 +200,7 @@ class SendFail(Event):
 class SendUnknown(Event):
     """A produce whose outcome is not known (timeout, crash)."""
 
-    topic: str
+    topic: Name
     key: str | None
     value: str
     error_name: str
@@ -183,10 +211,10 @@ class SendUnknown(Event):
 class MemberStart(Event):
     """A consumer process started; its configuration as it will join."""
 
-    group: str
+    group: Name
     client: Client
     client_version: str
-    instance_id: str | None  # group.instance.id (KIP-345 static membership)
+    instance_id: Name | None  # group.instance.id (KIP-345 static membership)
     assignor: Assignor
     protocol: RebalanceProtocol
     commit_mode: CommitMode
@@ -201,10 +229,10 @@ class MemberStart(Event):
 class OwnershipChange(Event):
     """Base of assigned / revoked / lost: the member's view of its partitions."""
 
-    group: str
+    group: Name
     partitions: tuple[TopicPartition, ...]
     generation: int | None
-    member_id: str | None
+    member_id: Name | None
     incremental: bool  # True for KIP-429 incremental assign/revoke
 
 
@@ -229,12 +257,12 @@ class Lost(OwnershipChange):
 class Consumed(Event):
     """A batch of one partition's records the member finished processing."""
 
-    group: str
-    topic: str
-    partition: int
+    group: Name
+    topic: Name
+    partition: Int32
     offsets: tuple[int, ...]
     generation: int | None
-    member_id: str | None
+    member_id: Name | None
     kind: ClassVar[Kind] = Kind.CONSUMED
 
 
@@ -249,12 +277,12 @@ class Commit(Event):
     sent to a coordinator that then dies is retried at the next one and answered seconds later.
     """
 
-    group: str
+    group: Name
     offsets: tuple[TopicPartitionOffset, ...]
     generation: int | None
-    member_id: str | None
+    member_id: Name | None
     outcome: Outcome
-    error_code: int | None
+    error_code: Int32 | None
     error_name: str | None
     auto: bool
     answered_ns: int | None = None
@@ -266,7 +294,7 @@ class ErrorEvent(Event):
     """An error the client reported outside a produce or commit result."""
 
     message: str
-    error_code: int | None
+    error_code: Int32 | None
     error_name: str | None
     fatal: bool
     kind: ClassVar[Kind] = Kind.ERROR
@@ -276,7 +304,7 @@ class ErrorEvent(Event):
 class MemberStop(Event):
     """The member stopped; written by the runner with the member's source when it was killed."""
 
-    group: str
+    group: Name
     clean: bool
     signal: str | None
     kind: ClassVar[Kind] = Kind.MEMBER_STOP
@@ -293,16 +321,16 @@ class GroupMember:
     assignment: tuple[TopicPartition, ...]
     #: topics in the member's JoinGroup metadata (ConsumerProtocolSubscription), as the coordinator
     #: holds it; () when not recorded (histories before this field, or an undecodable protocol)
-    subscription: tuple[str, ...] = ()
+    subscription: tuple[Annotated[str, NON_EMPTY], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class GroupStateSample(Event):
     """The observer's DescribeGroups sample."""
 
-    group: str
+    group: Name
     state: GroupState
-    coordinator: int | None
+    coordinator: Int32 | None
     protocol: str | None
     generation: int | None
     members: tuple[GroupMember, ...]
@@ -313,11 +341,11 @@ class GroupStateSample(Event):
 class BrokerLog(Event):
     """A parsed GroupCoordinator log line (generation: OLD generation for preparing_rebalance)."""
 
-    broker: int
-    group: str
+    broker: Int32
+    group: Name
     event: BrokerLogEvent
     generation: int | None
-    member_id: str | None
+    member_id: Name | None
     line: str
     kind: ClassVar[Kind] = Kind.BROKER_LOG
 
@@ -326,8 +354,8 @@ class BrokerLog(Event):
 class CommittedOffsets(Event):
     """The observer's OffsetFetch sample of the group's committed offsets."""
 
-    group: str
-    coordinator: int | None
+    group: Name
+    coordinator: Int32 | None
     offsets: tuple[TopicPartitionOffset, ...]
     kind: ClassVar[Kind] = Kind.COMMITTED_OFFSETS
 
@@ -370,8 +398,8 @@ class PhaseEvent(Event):
 class FinalRead(Event):
     """What a fresh reader saw at the end: (partition, offset) pairs."""
 
-    group: str | None
-    topic: str
+    group: Name | None
+    topic: Name
     records: tuple[tuple[int, int], ...]
     kind: ClassVar[Kind] = Kind.FINAL_READ
 
@@ -385,7 +413,6 @@ EVENT_CLASS: dict[Kind, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}
 assert len(EVENT_CLASS) == len(Kind), "every Kind needs exactly one event class"
 
 COMMON_FIELDS = ("seq", "ts", "mono_ns", "source")
-
 
 @dataclass(frozen=True, slots=True)
 class Header:
@@ -401,6 +428,12 @@ class Header:
 
 
 # --------------------------------------------------------------------------- (de)serialisation
+#
+# The records above are the schema: the converters below are derived from their field types by
+# :func:`converter_for` (nothing here lists field names), and so is the report's Spark schema
+# (``chaos.report.tables.event_schema``). Hand-written rather than cattrs or pydantic because the
+# reader parses a few hundred thousand events a second (bench/checkers.py), interns names, and
+# says in one line which field is wrong and what it must be; the same small type walk serves Spark.
 
 Converter = Callable[[Any, str], Any]
 
@@ -425,6 +458,12 @@ def _str(v: Any, name: str) -> str:
     if type(v) is str:
         return v
     raise _fail(name, "a string", v)
+
+
+def _non_empty_str(v: Any, name: str) -> str:
+    if type(v) is str and v:
+        return v
+    raise _fail(name, "a non-empty string", v)
 
 
 def _name(v: Any, name: str) -> str:
@@ -474,6 +513,54 @@ def _enum(enum: type[StrEnum]) -> Converter:
     return convert
 
 
+def _tuple_of(elem: Converter, want: str) -> Converter:
+    """A JSON list -> a tuple, each element converted (errors name the index)."""
+
+    def convert(v: Any, name: str) -> tuple[Any, ...]:
+        if type(v) is not list:
+            raise _fail(name, want, v)
+        return tuple([elem(x, f"{name}[{i}]") for i, x in enumerate(v)])
+
+    return convert
+
+
+def _fixed_tuple(elems: tuple[Converter, ...], want: str) -> Converter:
+    """A JSON list of exactly ``len(elems)`` values -> a tuple."""
+    size = len(elems)
+
+    def convert(v: Any, name: str) -> tuple[Any, ...]:
+        if type(v) is not list or len(v) != size:
+            raise _fail(name, want, v)
+        return tuple([conv(x, name) for conv, x in zip(elems, v)])
+
+    return convert
+
+
+def _record(cls: type[Any]) -> Converter:
+    """A JSON object -> a nested record (``GroupMember``).
+
+    A missing field without a default is an error; a field added later with a default reads
+    as that default, so older histories still read. Unknown keys are ignored here (unlike an
+    event's), as they always were for members.
+    """
+    steps = _steps(cls)
+    required = frozenset(f for f, _, default in steps if default is _REQUIRED)
+
+    def convert(v: Any, name: str) -> Any:
+        if not isinstance(v, dict):
+            raise _fail(name, "an object", v)
+        missing = required - v.keys()
+        if missing:
+            raise SchemaError(f"{name} is missing {', '.join(sorted(missing))}")
+        return cls(*[default if f not in v else conv(v[f], f"{name}.{f}") for f, conv, default in steps])
+
+    return convert
+
+
+# Hand-tuned converters for the shapes that make up most of a history's bytes (consumed offsets,
+# assignments, commits, final reads). Each equals what the generic walk builds for its type
+# (tests/unit/history/test_event_schema.py checks it on valid and invalid values), only faster,
+# and ``_tp_list`` shares one tuple per (topic, partition).
 def _int_list(v: Any, name: str) -> tuple[int, ...]:
     if type(v) is list and all(type(x) is int for x in v):
         return tuple(v)
@@ -481,6 +568,8 @@ def _int_list(v: Any, name: str) -> tuple[int, ...]:
 
 
 def _tp_list(v: Any, name: str) -> tuple[TopicPartition, ...]:
+    if type(v) is not list:
+        raise _fail(name, "a list of [topic, partition]", v)
     out = []
     cache = _TP_CACHE
     try:
@@ -497,6 +586,8 @@ def _tp_list(v: Any, name: str) -> tuple[TopicPartition, ...]:
 
 
 def _tpo_list(v: Any, name: str) -> tuple[TopicPartitionOffset, ...]:
+    if type(v) is not list:
+        raise _fail(name, "a list of [topic, partition, offset]", v)
     try:
         out = tuple((_intern(t), p, o) for t, p, o in v)
     except (TypeError, ValueError):
@@ -508,6 +599,8 @@ def _tpo_list(v: Any, name: str) -> tuple[TopicPartitionOffset, ...]:
 
 
 def _po_list(v: Any, name: str) -> tuple[tuple[int, int], ...]:
+    if type(v) is not list:
+        raise _fail(name, "a list of [partition, offset]", v)
     try:
         out = tuple((p, o) for p, o in v)
     except (TypeError, ValueError):
@@ -518,84 +611,118 @@ def _po_list(v: Any, name: str) -> tuple[tuple[int, int], ...]:
     return out
 
 
-def _members(v: Any, name: str) -> tuple[GroupMember, ...]:
-    if type(v) is not list:
-        raise _fail(name, "a list of members", v)
+_FAST: dict[Any, Converter] = {
+    tuple[int, ...]: _int_list,
+    tuple[TopicPartition, ...]: _tp_list,
+    tuple[TopicPartitionOffset, ...]: _tpo_list,
+    tuple[tuple[int, int], ...]: _po_list,
+}
+_SCALARS: dict[Any, tuple[Converter, str]] = {
+    int: (_int, "an integer"), float: (_float, "a number"), str: (_str, "a string"), bool: (_bool, "true or false"),
+    Name: (_name, "a string"), Int32: (_int, "an integer"),
+    Annotated[str, NON_EMPTY]: (_non_empty_str, "a non-empty string"),
+}
+
+
+def optional_of(hint: Any) -> Any:
+    """``X`` for ``X | None``, else None."""
+    if get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(get_args(hint)) == 2:
+            return args[0]
+    return None
+
+
+def describe(hint: Any) -> str:
+    """What a JSON value of this field type must be, for error messages."""
+    if hint in _SCALARS:
+        return _SCALARS[hint][1]
+    inner = optional_of(hint)
+    if inner is not None:
+        return f"{describe(inner)} or null"
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return "one of " + "|".join(m.value for m in hint)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return "an object"
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Mapping or hint is Mapping:
+        return "an object"
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return f"a list, each {describe(args[0])}"
+    if origin is tuple:
+        return "a list [" + ", ".join(describe(a) for a in args) + "]"
+    raise TypeError(f"event field type {hint!r} has no JSON form; add a case to chaos.history.event.converter_for")
+
+
+@functools.cache
+def converter_for(hint: Any, *, fast: bool = True) -> Converter:
+    """The converter of one JSON value for a field of type ``hint`` (as ``typing.get_type_hints``
+    gives it, with ``Annotated`` extras): int, float, str, bool, :data:`Name` (interned),
+    :data:`Int32`, a ``StrEnum``, ``X | None``, ``Mapping[str, Any]`` (any JSON object),
+    ``tuple[X, ...]``, fixed ``tuple[X, Y]`` and nested frozen records. Any other type raises
+    ``TypeError`` when the module is imported, so a field cannot be added without a converter.
+    ``fast=False`` skips the hand-tuned converters (for the test that compares the two)."""
+    if fast and hint in _FAST:
+        return _FAST[hint]
+    if hint in _SCALARS:
+        return _SCALARS[hint][0]
+    inner = optional_of(hint)
+    if inner is not None:
+        return _optional(converter_for(inner, fast=fast))
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return _enum(hint)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _record(hint)
+    origin, args = get_origin(hint), get_args(hint)
+    if (origin is Mapping or hint is Mapping) and args in ((), (str, Any)):
+        return _obj
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple_of(converter_for(args[0], fast=fast), describe(hint))
+    if origin is tuple and args and Ellipsis not in args:
+        return _fixed_tuple(tuple(converter_for(a, fast=fast) for a in args), describe(hint))
+    raise TypeError(f"event field type {hint!r} has no converter; add a case to chaos.history.event.converter_for")
+
+
+_REQUIRED: Any = object()
+
+
+def field_hints(cls: type[Any]) -> dict[str, Any]:
+    """Each dataclass field of ``cls`` -> its resolved type (``Annotated`` extras kept), in field order."""
+    hints = get_type_hints(cls, include_extras=True)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
+def _steps(cls: type[Any]) -> tuple[tuple[str, Converter, Any], ...]:
+    """(field, converter, default) per field of a record; default is _REQUIRED unless the field was
+    added later with a default, so histories written before it still read."""
+    hints = field_hints(cls)
     out = []
-    for i, m in enumerate(v):
-        if not isinstance(m, dict):
-            raise _fail(f"{name}[{i}]", "an object", m)
-        missing = {"member_id", "instance_id", "client_id", "host", "assignment"} - m.keys()
-        if missing:
-            raise SchemaError(f"{name}[{i}] is missing {', '.join(sorted(missing))}")
-        out.append(GroupMember(
-            member_id=_str(m["member_id"], "member_id"),
-            instance_id=_optional(_str)(m["instance_id"], "instance_id"),
-            client_id=_str(m["client_id"], "client_id"),
-            host=_str(m["host"], "host"),
-            assignment=_tp_list(m["assignment"], "assignment"),
-            subscription=_subscription(m.get("subscription", []), f"{name}[{i}].subscription"),
-        ))
+    for f in fields(cls):
+        if f.default_factory is not MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: a field added later needs a plain (immutable) default")
+        out.append((f.name, converter_for(hints[f.name]), _REQUIRED if f.default is MISSING else f.default))
     return tuple(out)
 
 
-def _subscription(v: Any, name: str) -> tuple[str, ...]:
-    if type(v) is not list or any(type(t) is not str or not t for t in v):
-        raise _fail(name, "a list of topic names", v)
-    return tuple(v)
-
-
-_OPT_INT = _optional(_int)
-_OPT_STR = _optional(_str)
-_OPT_NAME = _optional(_name)
-
-# Converter per field name; a name means the same thing in every kind.
-_CONVERTERS: dict[str, Converter] = {
-    "seq": _int, "ts": _float, "mono_ns": _int, "source": _name,
-    "topic": _name, "partition": _int, "offset": _int, "key": _OPT_STR, "value": _str,
-    "error_code": _OPT_INT, "group": _name, "client_version": _str, "instance_id": _OPT_NAME,
-    "session_timeout_ms": _int, "max_poll_interval_ms": _int, "auto_commit_interval_ms": _OPT_INT,
-    "partitions": _tp_list, "generation": _OPT_INT, "member_id": _OPT_NAME, "incremental": _bool,
-    "message": _str, "fatal": _bool, "clean": _bool, "signal": _OPT_STR,
-    "coordinator": _OPT_INT, "protocol": _OPT_STR, "members": _members, "broker": _int, "line": _str,
-    "fault_id": _str, "fault_type": _str, "target_role": _str, "node": _OPT_STR, "params": _obj,
-    "trigger": _str, "ok": _bool, "evidence": _str, "records": _po_list, "auto": _bool,
-    "answered_ns": _OPT_INT,
-}
-# Field names whose converter differs by kind.
-_KIND_OVERRIDES: dict[Kind, dict[str, Converter]] = {
-    Kind.SEND_FAIL: {"error_name": _str},
-    Kind.SEND_UNKNOWN: {"error_name": _str},
-    Kind.MEMBER_START: {
-        "client": _enum(Client), "assignor": _enum(Assignor), "protocol": _enum(RebalanceProtocol),
-        "commit_mode": _enum(CommitMode), "wrong_mode": _optional(_enum(WrongMode)),
-    },
-    Kind.CONSUMED: {"offsets": _int_list},
-    Kind.COMMIT: {"offsets": _tpo_list, "outcome": _enum(Outcome), "error_name": _OPT_STR},
-    Kind.ERROR: {"error_name": _OPT_STR},
-    Kind.GROUP_STATE: {"state": _enum(GroupState)},
-    Kind.BROKER_LOG: {"event": _enum(BrokerLogEvent)},
-    Kind.COMMITTED_OFFSETS: {"offsets": _tpo_list},
-    Kind.FAULT_VERIFIED: {"stage": _enum(VerificationStage)},
-    Kind.PHASE: {"name": _enum(RunPhase)},
-    Kind.FINAL_READ: {"group": _OPT_NAME},
-}
-
-
-def _plan(cls: type[Event]) -> tuple[tuple[str, Converter, Any], ...]:
-    """(field, converter, default) per field; default is _REQUIRED unless the field was added later
-    with a default, so histories written before it still read."""
-    overrides = _KIND_OVERRIDES.get(cls.kind, {})
-    return tuple((f.name, overrides.get(f.name) or _CONVERTERS[f.name],
-                  _REQUIRED if f.default is MISSING else f.default) for f in fields(cls))
-
-
-_REQUIRED = object()
 _PLANS: dict[str, tuple[type[Event], tuple[tuple[str, Converter, Any], ...], frozenset[str]]] = {
-    kind.value: (cls, _plan(cls), frozenset(f.name for f in fields(cls)) | {"kind"})
+    kind.value: (cls, _steps(cls), frozenset(f.name for f in fields(cls)) | {"kind"})
     for kind, cls in EVENT_CLASS.items()
 }
 _KINDS_TEXT = ", ".join(k.value for k in Kind)
+
+
+def event_field_types() -> dict[str, tuple[Any, ...]]:
+    """Every field of every event kind -> the distinct types it has across kinds (``offsets`` has
+    two: consumed's offsets, commit's [topic, partition, offset]); common fields first, then in
+    :data:`EVENT_TYPES` order. ``kind`` is not a field (it is the class). The report's Spark schema
+    is built from this."""
+    out: dict[str, list[Any]] = {}
+    for cls in EVENT_TYPES:
+        for name, hint in field_hints(cls).items():
+            seen = out.setdefault(name, [])
+            if hint not in seen:
+                seen.append(hint)
+    return {name: tuple(hints) for name, hints in out.items()}
 
 
 def from_dict(d: Mapping[str, Any]) -> Event:
@@ -628,26 +755,63 @@ def from_dict(d: Mapping[str, Any]) -> Event:
     return cls(*values)
 
 
+Encoder = Callable[[Any], Any]
+
+
+def _encoder(hint: Any) -> Encoder | None:
+    """How a field value becomes JSON when orjson cannot take it as is (a nested record whose later
+    fields are left out at their defaults); None when orjson can (tuples, enums, mappings)."""
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _record_encoder(hint)
+    inner = optional_of(hint)
+    if inner is not None:
+        enc = _encoder(inner)
+        return None if enc is None else (lambda v: None if v is None else enc(v))
+    if get_origin(hint) is tuple:
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            elem = _encoder(args[0])
+            return None if elem is None else (lambda v: [elem(x) for x in v])
+        if any(_encoder(a) is not None for a in args):
+            raise TypeError(f"event field type {hint!r}: records inside a fixed tuple are not supported")
+    return None
+
+
+def _emit_plan(cls: type[Any], skip: tuple[str, ...] = ()) -> tuple[tuple[str, Any, Encoder | None], ...]:
+    hints = field_hints(cls)
+    return tuple((f.name, _REQUIRED if f.default is MISSING else f.default, _encoder(hints[f.name]))
+                 for f in fields(cls) if f.name not in skip)
+
+
+def _record_encoder(cls: type[Any]) -> Encoder:
+    plan = _emit_plan(cls)
+
+    def encode(record: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, default, enc in plan:
+            value = getattr(record, name)
+            if default is not _REQUIRED and value == default:
+                continue  # a later, optional field left at its default: the line reads the same as before it
+            out[name] = value if enc is None else enc(value)
+        return out
+
+    return encode
+
+
+_EMIT: dict[type[Event], tuple[tuple[str, Any, Encoder | None], ...]] = {
+    cls: _emit_plan(cls, COMMON_FIELDS) for cls in EVENT_TYPES
+}
+
+
 def to_dict(event: Event) -> dict[str, Any]:
     """The JSON object for an event, common fields and ``kind`` first."""
     out: dict[str, Any] = {"seq": event.seq, "ts": event.ts, "mono_ns": event.mono_ns,
                            "source": event.source, "kind": event.kind.value}
-    for f in fields(event):
-        if f.name not in out:
-            value = getattr(event, f.name)
-            if f.default is not MISSING and value == f.default:
-                continue  # a later, optional field left at its default: the line reads the same as before it
-            if f.name == "members":
-                value = [_member_dict(m) for m in value]
-            out[f.name] = value
-    return out
-
-
-def _member_dict(m: GroupMember) -> dict[str, Any]:
-    out = {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
-           "host": m.host, "assignment": m.assignment}
-    if m.subscription:
-        out["subscription"] = list(m.subscription)
+    for name, default, enc in _EMIT[type(event)]:
+        value = getattr(event, name)
+        if default is not _REQUIRED and value == default:
+            continue  # a later, optional field left at its default: the line reads the same as before it
+        out[name] = value if enc is None else enc(value)
     return out
 
 
@@ -691,7 +855,7 @@ def header_from_dict(d: Any, *, require_flag: bool = True) -> Header:
     return Header(
         schema_version=version,
         run_id=_str(d["run_id"], "run_id"),
-        seed=_OPT_INT(d["seed"], "seed"),
+        seed=_optional(_int)(d["seed"], "seed"),
         experiment=_obj(d["experiment"], "experiment"),
         versions=_obj(d["versions"], "versions"),
         configs=_obj(d["configs"], "configs"),

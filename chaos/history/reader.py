@@ -2,7 +2,7 @@
 
 A process that is killed mid-write leaves a torn last line (no trailing
 newline, not parseable). That line is the in-flight event the process lost
-(DESIGN.md section 4): the reader drops it and records a note. A malformed line
+(docs/architecture.md, "The history"): the reader drops it and records a note. A malformed line
 anywhere else means the file was damaged or hand-edited, and it is rejected
 with ``UsageError("history.jsonl:LINE: what is wrong")``.
 """
@@ -155,8 +155,8 @@ class EventTail:
 
     :meth:`poll` returns the complete events appended since the last call; a
     partial last line is kept until its newline arrives. A file that does not
-    exist yet reads as empty. Used by state-based fault triggers (DESIGN.md
-    section 6) to follow the live stream.
+    exist yet reads as empty. Used by state-based fault triggers (docs/architecture.md,
+    "Faults: schedule, triggers, evidence") to follow the live stream.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

@@ -1,4 +1,4 @@
-"""The reliability report: a PySpark job over many recorded runs (DESIGN.md section 1).
+"""The reliability report: a PySpark job over many recorded runs (docs/architecture.md, "Reports over many runs").
 
 ``chaos report RESULTS --out REPORT`` (:mod:`chaos.report.command`) or
 ``spark-submit reports/build_report.py RESULTS --out REPORT`` runs

@@ -4,7 +4,7 @@ The per-run checkers (``checks.json``) are the authority; this is an
 independent second implementation over the ``events`` table, so a checker bug
 (or a stale ``checks.json``) shows up as a *disagreement* in the report.
 
-- ``ownership-generation`` (DESIGN.md §5.1, eager protocol): within one run,
+- ``ownership-generation`` (invariant 1 of docs/architecture.md, eager protocol): within one run,
   group and generation, no partition appears in the ``assigned`` events of two
   members (sources), unless the first member stopped or restarted in between,
   or was replaced by a member started with its ``group.instance.id``, or the

@@ -19,45 +19,90 @@ Tables (``REPORT/tables/<name>/date=.../experiment=.../*.parquet``), keyed by
 - ``partition_unavailability``: per partition, the time it had no owner between
   the group's first assignment and the end of the run.
 
-The history lines are parsed by Spark (``from_json`` with the explicit schema
-below) so an archive of any size is read in parallel; the small per-run files
-come from :mod:`chaos.report.archive`.
+The history lines are parsed by Spark (``from_json`` with :func:`event_schema`, derived from
+the event records of :mod:`chaos.history.event`) so an archive of any size is read in
+parallel; the small per-run files come from :mod:`chaos.report.archive`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 from chaos.errors import UsageError
 from chaos.history import Kind
+from chaos.history.event import Int32, event_field_types, field_hints, optional_of
 from chaos.report.archive import RunFiles
 
 TABLES = ("runs", "events", "faults", "violations", "rebalances", "ownership_intervals",
           "partition_unavailability")
 PARTITION_COLUMNS = ("date", "experiment")
 _WINDOW = re.compile(r"window ([0-9.]+)s")
-# Fields of every event kind; fields whose JSON type differs between kinds (``offsets``: a list of
-# numbers in ``consumed``, of [topic, partition, offset] in ``commit``) are read as raw JSON text
-# (Spark keeps the text of a non-string token for a string field) and typed per kind afterwards.
-EVENT_SCHEMA_DDL = ", ".join([
-    "header BOOLEAN", "seq BIGINT", "ts DOUBLE", "mono_ns BIGINT", "source STRING", "kind STRING",
-    "topic STRING", "partition INT", "offset BIGINT", "key STRING", "value STRING",
-    "error_code INT", "error_name STRING", "group STRING", "client STRING", "client_version STRING",
-    "instance_id STRING", "assignor STRING", "protocol STRING", "commit_mode STRING",
-    "session_timeout_ms BIGINT", "max_poll_interval_ms BIGINT", "wrong_mode STRING",
-    "partitions ARRAY<ARRAY<STRING>>", "generation BIGINT", "member_id STRING", "incremental BOOLEAN",
-    "offsets ARRAY<STRING>", "outcome STRING", "auto BOOLEAN", "message STRING", "fatal BOOLEAN",
-    "clean BOOLEAN", "signal STRING", "state STRING", "coordinator INT",
-    "members ARRAY<STRUCT<member_id: STRING, instance_id: STRING, client_id: STRING, host: STRING, "
-    "assignment: ARRAY<ARRAY<STRING>>>>",
-    "broker INT", "event STRING", "line STRING", "fault_id STRING", "fault_type STRING",
-    "target_role STRING", "node STRING", "params STRING", "trigger STRING", "stage STRING", "ok BOOLEAN",
-    "evidence STRING", "name STRING", "records ARRAY<ARRAY<BIGINT>>",
-])
 KINDS = tuple(k.value for k in Kind)
+
+
+def event_schema() -> Any:
+    """The Spark ``StructType`` of one history line, derived from the event records.
+
+    A column per field of any event kind (:func:`chaos.history.event.event_field_types`), plus
+    ``header`` (true on the header line) and ``kind``. Types follow the field types: int ->
+    BIGINT (``Int32``, Kafka's INT32/INT16 fields -> INT), float -> DOUBLE, str and enums ->
+    STRING, bool -> BOOLEAN, ``X | None`` -> X (every column is nullable), ``tuple[X, ...]`` ->
+    ARRAY<X>, a fixed tuple -> ARRAY of its element type, or ARRAY<STRING> when the elements
+    differ ([topic, partition]: Spark keeps the text of a non-string token for a string field),
+    a nested record -> STRUCT, a mapping (``params``) -> STRING (its JSON text). A field whose
+    type differs between kinds (``offsets``: numbers in ``consumed``, [topic, partition, offset]
+    in ``commit``) is read as raw JSON text (ARRAY<STRING> if both are lists) and typed per kind
+    afterwards in :func:`parse_events`. pyspark is imported here, not at module import.
+    """
+    from pyspark.sql import types as T
+
+    columns = [T.StructField("header", T.BooleanType()), T.StructField("kind", T.StringType())]
+    for name, hints in event_field_types().items():
+        columns.append(T.StructField(name, _merged_spark_type([_spark_type(h) for h in hints])))
+    return T.StructType(columns)
+
+
+def _merged_spark_type(candidates: list[Any]) -> Any:
+    from pyspark.sql import types as T
+
+    first = candidates[0]
+    if all(c == first for c in candidates):
+        return first
+    if all(isinstance(c, T.ArrayType) for c in candidates):
+        return T.ArrayType(T.StringType())
+    return T.StringType()
+
+
+def _spark_type(hint: Any) -> Any:
+    """The Spark type that ``from_json`` reads a field of this Python type as (see :func:`event_schema`)."""
+    from pyspark.sql import types as T
+
+    scalars = {bool: T.BooleanType(), int: T.LongType(), Int32: T.IntegerType(), float: T.DoubleType()}
+    if hint in scalars:
+        return scalars[hint]
+    inner = optional_of(hint)
+    if inner is not None:
+        return _spark_type(inner)
+    if isinstance(hint, type) and issubclass(hint, str):  # str, StrEnum
+        return T.StringType()
+    if isinstance(hint, type) and is_dataclass(hint):
+        return T.StructType([T.StructField(name, _spark_type(h)) for name, h in field_hints(hint).items()])
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        return _spark_type(args[0])  # Int32 is matched above; other tags do not change the column
+    if origin is Mapping or hint is Mapping:
+        return T.StringType()
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return T.ArrayType(_spark_type(args[0]))
+    if origin is tuple and args:
+        return T.ArrayType(_merged_spark_type([_spark_type(a) for a in args]))
+    raise TypeError(f"event field type {hint!r} has no Spark column type; "
+                    "add a case to chaos.report.tables._spark_type")
+
 
 Progress = Callable[[str], None]
 
@@ -172,7 +217,7 @@ def parse_events(spark, runs: Sequence[RunFiles]):
            .select(F.expr("url_decode(regexp_replace(input_file_name(), '^file:/*', '/'))").alias("path"),
                    F.monotonically_increasing_id().alias("pos"), F.col("value").alias("json"))
            .where(F.length(F.trim("json")) > 0))
-    parsed = raw.select("path", "pos", "json", F.from_json("json", EVENT_SCHEMA_DDL).alias("e"))
+    parsed = raw.select("path", "pos", "json", F.from_json("json", event_schema()).alias("e"))
     kinds = F.array(*[F.lit(k) for k in KINDS])
     good = (F.col("e.seq").isNotNull() & F.col("e.mono_ns").isNotNull() & F.col("e.source").isNotNull()
             & F.array_contains(kinds, F.col("e.kind")))
@@ -217,11 +262,12 @@ def parse_events(spark, runs: Sequence[RunFiles]):
                   F.expr("CASE WHEN e.kind IN ('commit', 'committed_offsets') THEN transform(e.offsets, "
                          "x -> from_json(x, 'ARRAY<STRING>')) END").alias("_tpo"),
                   F.col("e.outcome").alias("outcome"), F.col("e.auto").alias("auto"),
+                  F.col("e.answered_ns").alias("answered_ns"),
                   F.col("e.error_code").alias("error_code"), F.col("e.error_name").alias("error_name"),
                   F.col("e.state").alias("state"), F.col("e.coordinator").alias("coordinator"),
                   F.expr("transform(e.members, m -> named_struct('member_id', m.member_id, 'instance_id', "
                          "m.instance_id, 'assignment', transform(m.assignment, x -> named_struct('topic', x[0], "
-                         "'partition', cast(x[1] as int)))))").alias("members"),
+                         "'partition', cast(x[1] as int))), 'subscription', m.subscription))").alias("members"),
                   F.col("e.broker").alias("broker"), F.col("e.event").alias("log_event"),
                   F.col("e.fault_id").alias("fault_id"), F.col("e.fault_type").alias("fault_type"),
                   F.col("e.target_role").alias("target_role"), F.col("e.node").alias("node"),

@@ -24,6 +24,13 @@ partitions and drops their queued records. The deliberately wrong modes
 * ``skip_records`` — drops every ``skip_every``-th record unprocessed but
   commits past it (at-least-once fails).
 
+When the user's handler raises on a record, ``on_handler_error``
+(:class:`chaos.workload.spec.HandlerErrorPolicy`) decides: ``stop`` (default)
+records the exception as a fatal ``error`` event, writes its traceback to
+``workers/<member>.traceback.txt`` and ends the member uncleanly; ``skip``
+records a non-fatal ``error`` and counts the record processed; ``retry``
+calls the handler again a bounded number of times with backoff, then stops.
+
 SIGTERM/SIGINT stop the member cleanly (``member_stop`` clean=true, after the
 library's close, which revokes and leaves the group — or not, for static
 members, KIP-345). A SIGKILLed member writes nothing more; the runner records
@@ -36,6 +43,7 @@ import importlib
 import os
 import signal
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +51,17 @@ from typing import Callable, Protocol
 
 import orjson
 
+from chaos.checkers.incidents import traceback_path  # one place for the file's name: writer and reader
 from chaos.history.event import CommitMode, Kind, WrongMode
 from chaos.history.writer import EventWriter
 from chaos.outcome import Operation, Outcome, classify
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import (
+    HANDLER_RETRIES,
+    HANDLER_RETRY_BACKOFF_S,
+    ConsumerSpec,
+    HandlerErrorPolicy,
+    WorkerConfig,
+)
 
 TP = tuple[str, int]
 
@@ -69,6 +84,20 @@ class CommitResult:
 
 class FatalClientError(Exception):
     """The client library says this member cannot go on (fenced, misconfigured)."""
+
+
+class HandlerFailed(Exception):
+    """The user's handler raised on a record and ``on_handler_error`` says the member stops."""
+
+    def __init__(self, record: "Record", attempts: int, cause: BaseException):
+        super().__init__(f"handler raised on {record.topic}-{record.partition}@{record.offset}"
+                         f"{f' ({attempts} attempts)' if attempts > 1 else ''}: {type(cause).__name__}: {cause}")
+        self.record = record
+        self.cause = cause
+
+
+#: tracebacks kept per worker file under on_handler_error skip/retry (the events count every one)
+_MAX_TRACEBACKS = 10
 
 
 class Callbacks(Protocol):
@@ -103,7 +132,7 @@ def classify_commit(code: int | None, name: str | None) -> CommitResult:
 class InflightCommits:
     """Commits sent but not yet answered, mirrored in a small side file.
 
-    A SIGKILLed member writes no more events, yet DESIGN.md §4 wants its
+    A SIGKILLed member writes no more events, yet the history (docs/architecture.md) wants its
     in-flight commit recorded as ``unknown`` (never assumed). The worker
     writes each commit here *before* sending it and removes it once its
     outcome is recorded; the runner, after killing the member, turns what is
@@ -142,6 +171,18 @@ def inflight_path(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / "workers" / f"{name}.inflight.json"
 
 
+def write_traceback(run_dir: str | Path, name: str, header: str, exc: BaseException, append: bool = False) -> None:
+    """Write (or append) ``exc``'s traceback under a one-line ``header``; never raises (best effort)."""
+    text = f"{header}\n{''.join(traceback.format_exception(exc))}\n"
+    try:
+        path = traceback_path(run_dir, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w") as f:
+            f.write(text)
+    except OSError:
+        pass
+
+
 def subscription_path(run_dir: str | Path, name: str) -> Path:
     """Where the runner asks a member for another subscription: a JSON list of topics, then SIGUSR1."""
     return Path(run_dir) / "workers" / f"{name}.subscription.json"
@@ -164,6 +205,7 @@ class Member:
         self.resubscribe = False  # set by SIGUSR1: read subscription_path and subscribe to it
         self.seen = 0
         self.handler = _load_handler(cfg.handler)
+        self.handler_errors = 0
         self.inflight = InflightCommits(inflight_path(cfg.run_dir, cfg.name))
 
     # ----------------------------------------------------------- callbacks
@@ -252,12 +294,54 @@ class Member:
             if self.spec.processing_delay_ms:
                 time.sleep(self.spec.processing_delay_ms / 1000)
             if self.handler is not None:
-                self.handler(rec)
+                try:
+                    self._handle(rec)
+                except HandlerFailed:
+                    self._record_consumed(per_partition)  # what was processed before the failing record
+                    raise
             per_partition.setdefault((rec.topic, rec.partition), []).append(rec.offset)
+        self._record_consumed(per_partition)
+
+    def _record_consumed(self, per_partition: dict[TP, list[int]]) -> None:
+        if not per_partition:
+            return
         view = self._view()
         for (topic, partition), offsets in per_partition.items():
             self.events.emit(Kind.CONSUMED, group=self.cfg.group, topic=topic, partition=partition,
                              offsets=offsets, **view)
+
+    def _handle(self, rec: Record) -> None:
+        """Call the user's handler on ``rec`` under ``on_handler_error`` (HandlerErrorPolicy); raises
+        :class:`HandlerFailed` when the member must stop."""
+        policy = self.spec.on_handler_error
+        attempts = 1 + (HANDLER_RETRIES if policy is HandlerErrorPolicy.RETRY else 0)
+        wait = HANDLER_RETRY_BACKOFF_S
+        where = f"{rec.topic}-{rec.partition}@{rec.offset}"
+        for attempt in range(1, attempts + 1):
+            try:
+                assert self.handler is not None
+                self.handler(rec)
+                return
+            except Exception as exc:  # noqa: BLE001 - the user's code: any exception is its failure
+                self.handler_errors += 1
+                text = f"{type(exc).__name__}: {exc}"
+                if policy is HandlerErrorPolicy.SKIP:
+                    self._keep_traceback(f"{where} skipped (on_handler_error=skip)", exc)
+                    self.error(f"handler raised on {where}, record skipped (on_handler_error=skip): {text}",
+                               None, type(exc).__name__, False)
+                    return
+                if attempt < attempts:
+                    self._keep_traceback(f"{where} attempt {attempt} of {attempts}", exc)
+                    self.error(f"handler raised on {where}, attempt {attempt} of {attempts}, retrying in "
+                               f"{wait:.1f}s (on_handler_error=retry): {text}", None, type(exc).__name__, False)
+                    time.sleep(wait)
+                    wait *= 2
+                    continue
+                raise HandlerFailed(rec, attempts, exc) from exc
+
+    def _keep_traceback(self, header: str, exc: BaseException) -> None:
+        if self.handler_errors <= _MAX_TRACEBACKS:
+            write_traceback(self.cfg.run_dir, self.cfg.name, header, exc, append=True)
 
     def _change_subscription(self) -> None:
         """Subscribe to the topics the runner wrote (the change-subscription fault).
@@ -352,8 +436,18 @@ def run_consumer(cfg: WorkerConfig) -> int:
         client.close()  # revokes (committing processed offsets) and leaves the group
     except FatalClientError:  # already recorded as a fatal error event
         member.end_fatally()
+    except HandlerFailed as exc:  # on_handler_error stop (or retry exhausted): the member dies of it
+        write_traceback(cfg.run_dir, cfg.name, f"{cfg.name} stopped: {exc}", exc.cause,
+                        append=member.handler_errors > 1)
+        events.emit(Kind.ERROR, message=str(exc)[:1000], error_code=None, error_name=type(exc.cause).__name__,
+                    fatal=True)
+        events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
+        events.close()
+        return 1
     except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
-        events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}", error_code=None, error_name=None, fatal=True)
+        write_traceback(cfg.run_dir, cfg.name, f"{cfg.name} stopped: {type(exc).__name__}: {exc}", exc)
+        events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}"[:1000], error_code=None, error_name=None,
+                    fatal=True)
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
         events.close()
         return 1

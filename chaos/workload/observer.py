@@ -1,6 +1,6 @@
 """The group observer: the coordinator's own view of the group, in the same history.
 
-Three sources, each an event kind (DESIGN.md §4):
+Three sources, each an event kind (docs/architecture.md, "The history"):
 
 * ``group_state`` — DescribeGroups at the coordinator found by FindCoordinator,
   polled every ``interval`` (default 100 ms). Written when anything changed

@@ -8,12 +8,40 @@ records; unknown fields are rejected at load time.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
 from chaos.history.event import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
+
+
+class HandlerErrorPolicy(StrEnum):
+    """What a member does when the user's handler raises on a record (``on_handler_error``).
+
+    - ``stop`` (default): the member records an ``error`` event (``fatal`` true, the exception text; the
+      traceback goes to ``workers/<member>.traceback.txt``) and ``member_stop`` clean=false, and exits
+      without leaving the group (the coordinator evicts it after ``session.timeout.ms``), like an
+      application whose poll loop lets the exception escape. Records it had processed before are
+      recorded as consumed, the failing one is not, and nothing past the last commit is committed.
+    - ``skip``: the member records an ``error`` event (``fatal`` false, the exception text) and counts
+      the record as processed (it is consumed and committed past, like a dead-letter-less "log and go on").
+    - ``retry``: the handler is called again up to :data:`HANDLER_RETRIES` more times, waiting
+      :data:`HANDLER_RETRY_BACKOFF_S` doubled each time (0.1, 0.2, 0.4 s: 0.7 s at most, well inside
+      ``max.poll.interval.ms``); each failed attempt is an ``error`` event (``fatal`` false); when the last
+      attempt fails too, the member behaves as with ``stop``.
+    """
+
+    STOP = "stop"
+    SKIP = "skip"
+    RETRY = "retry"
+
+
+#: extra attempts of a record under ``on_handler_error: retry``
+HANDLER_RETRIES = 3
+#: the first wait between two attempts (doubled after each)
+HANDLER_RETRY_BACKOFF_S = 0.1
 
 
 class _Frozen(BaseModel):
@@ -45,6 +73,8 @@ class ConsumerSpec(_Frozen):
     skip_every: Annotated[int, Field(ge=2)] = 10
     #: client lane (its own proxies) — one lane per member lets it be cut off alone
     lane: str = "lane0"
+    #: what the member does when the user's handler raises on a record (see HandlerErrorPolicy)
+    on_handler_error: HandlerErrorPolicy = HandlerErrorPolicy.STOP
 
     @model_validator(mode="after")
     def _check(self) -> "ConsumerSpec":
@@ -68,6 +98,9 @@ class ConsumerSpec(_Frozen):
                 raise ValueError("the Java VerifiableConsumer has no wrong_mode: use a Python client for checker validation")
             if self.processing_delay_ms:
                 raise ValueError("the Java VerifiableConsumer has no processing delay: use a Python client for slow consumers")
+            if self.on_handler_error is not HandlerErrorPolicy.STOP:
+                raise ValueError("the Java VerifiableConsumer runs no handler, so on_handler_error does not apply: "
+                                 "use a Python client (confluent-kafka, kafka-python) for a handler")
         return self
 
     @property

@@ -1,6 +1,6 @@
 """Checkers on real clusters: each deliberately wrong consumer is caught; the no-fault baseline never is.
 
-A checker is only trusted once it has caught known-bad histories (DESIGN.md §5).
+A checker is only trusted once it has caught known-bad histories (docs/architecture.md, "Invariants").
 """
 
 from pathlib import Path

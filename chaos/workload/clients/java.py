@@ -67,6 +67,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,6 +176,9 @@ class Translator:
     group: str
     events: EventWriter
     incremental: bool = False
+    #: JVM wall-clock milliseconds (VerifiableConsumer's ``timestamp``) -> our CLOCK_MONOTONIC ns;
+    #: None stamps events when read (tests)
+    clock: Callable[[int], int] | None = None
     generation: int | None = None
     member_id: str | None = None
     stable: bool = False
@@ -184,6 +189,7 @@ class Translator:
     _lost_pending: frozenset = frozenset()
     _records: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _pending_error: str | None = None
+    _commit_sent: dict = field(default_factory=dict)
 
     def _view(self) -> dict:
         return {"generation": self.generation, "member_id": self.member_id}
@@ -242,13 +248,25 @@ class Translator:
         self.events.emit(Kind.ERROR, message=message, error_code=None, error_name=name, fatal=True)
 
     # ------------------------------------------------------------------ JSON lines
+    def _stamp(self, obj: dict) -> dict:
+        """``mono_ns``/``ts`` of the moment the JVM created the event, not when the worker read it.
+
+        A worker stopped and resumed reads seconds-old lines; stamped at reading, a commit made
+        before the pause would look like it happened after everything the observer saw meanwhile.
+        """
+        ms = obj.get("timestamp")
+        if self.clock is None or type(ms) is not int:
+            return {}
+        return {"mono_ns": self.clock(ms), "ts": ms / 1000}
+
     def _json(self, obj: dict) -> None:
         name = obj.get("name")
+        at = self._stamp(obj)
         if name == "startup_complete":
             self.started = True
         elif name == "partitions_assigned":
             self.events.emit(Kind.ASSIGNED, group=self.group, partitions=_tps(obj), incremental=self.incremental,
-                             **self._view())
+                             **self._view(), **at)
         elif name == "partitions_revoked":
             parts = _tps(obj)
             lost = bool(self._lost_pending) and self._lost_pending == frozenset(map(tuple, parts))
@@ -256,10 +274,10 @@ class Translator:
             if lost:
                 gen, member = (self.generation, self.member_id) if self.generation is not None else self._last_held
                 self.events.emit(Kind.LOST, group=self.group, partitions=parts, incremental=False,
-                                 generation=gen, member_id=member)
+                                 generation=gen, member_id=member, **at)
             else:
                 self.events.emit(Kind.REVOKED, group=self.group, partitions=parts, incremental=self.incremental,
-                                 **self._view())
+                                 **self._view(), **at)
         elif name == "record_data":
             self._records.setdefault((obj["topic"], obj["partition"]), []).append(obj["offset"])
         elif name == "records_consumed":
@@ -267,9 +285,10 @@ class Translator:
                 tp = (summary["topic"], summary["partition"])
                 offsets = self._records.pop(tp, None) or list(range(summary["minOffset"], summary["maxOffset"] + 1))
                 self.events.emit(Kind.CONSUMED, group=self.group, topic=tp[0], partition=tp[1], offsets=offsets,
-                                 **self._view())
+                                 **self._view(), **at)
             self._records.clear()
             self._commit_view = (self.generation, self.member_id)  # commitSync follows with this generation
+            self._commit_sent = at  # ... right after this line was printed: when the commit was sent
         elif name == "offsets_committed":
             offsets = sorted((o["topic"], o["partition"], o["offset"]) for o in obj.get("offsets", []))
             if not offsets:
@@ -277,9 +296,14 @@ class Translator:
             error = None if obj.get("success", True) else (obj.get("error") or "unknown commit failure")
             error_name = commit_error_name(error)
             gen, member = self._commit_view if self._commit_view is not None else (self.generation, self.member_id)
+            # stamped when sent (the batch's records_consumed), answered when offsets_committed was made
+            stamps = dict(self._commit_sent or at)
+            if at and self._commit_sent:
+                stamps["answered_ns"] = at["mono_ns"]
             self.events.emit(Kind.COMMIT, group=self.group, offsets=[list(o) for o in offsets],
                              outcome=classify(Operation.COMMIT, None, error_name).value, error_code=None,
-                             error_name=error_name, auto=False, generation=gen, member_id=member)
+                             error_name=error_name, auto=False, generation=gen, member_id=member, **stamps)
+            self._commit_sent = {}
         elif name == "shutdown_complete":
             self.shutdown = True
 
@@ -327,6 +351,20 @@ def command(cfg: WorkerConfig, runtime: KafkaRuntime, workdir: Path) -> list[str
     return argv
 
 
+def jvm_clock() -> Callable[[int], int]:
+    """JVM ``System.currentTimeMillis()`` -> this machine's CLOCK_MONOTONIC ns (the history's clock).
+
+    Both read the same kernel: the offset between CLOCK_REALTIME and CLOCK_MONOTONIC is taken once;
+    a stamp is never later than now (it was made before it was read). Resolution: 1 ms.
+    """
+    offset = time.time_ns() - time.monotonic_ns()
+
+    def to_mono(ms: int) -> int:
+        return min(ms * 1_000_000 - offset, time.monotonic_ns())
+
+    return to_mono
+
+
 def client_version(runtime: KafkaRuntime) -> str:
     """The kafka-clients version on the classpath (from its jar name)."""
     for jar in sorted(runtime.lib_dir.glob("kafka-clients-*.jar")):
@@ -341,7 +379,8 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     check_spec(spec)
     runtime = kafka_runtime(cfg.kafka_version)
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
-    translator = Translator(cfg.group, events, incremental=spec.assignor is Assignor.COOPERATIVE_STICKY)
+    translator = Translator(cfg.group, events, incremental=spec.assignor is Assignor.COOPERATIVE_STICKY,
+                            clock=jvm_clock())
     argv = command(cfg, runtime, Path(cfg.run_dir) / "workers")
     events.emit(Kind.MEMBER_START, group=cfg.group, client=Client.JAVA.value, client_version=client_version(runtime),
                 instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,

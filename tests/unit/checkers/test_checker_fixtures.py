@@ -1,7 +1,7 @@
 """Every hand-made fixture is judged exactly as fixtures/histories/MANIFEST.yaml says.
 
-A checker is trusted only once it has caught known-bad histories (DESIGN.md
-section 5): each bad fixture must be flagged by exactly the expected checkers,
+A checker is trusted only once it has caught known-bad histories (docs/architecture.md,
+"Invariants"): each bad fixture must be flagged by exactly the expected checkers,
 with evidence citing the right events; each near miss must pass.
 """
 

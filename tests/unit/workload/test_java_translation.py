@@ -186,3 +186,27 @@ def test_commit_messages_map_to_outcome_table_names():
 def test_what_verifiable_consumer_cannot_do_is_rejected(bad):
     with pytest.raises(ValueError, match="VerifiableConsumer"):
         check_spec(ConsumerSpec(client="java", **bad))
+
+
+def test_events_are_stamped_when_the_jvm_made_them_not_when_read(tmp_path):
+    """A worker frozen and resumed reads old lines: each event keeps the JVM's own timestamp, and a commit is
+    stamped when sent (its batch's records_consumed) and answered when offsets_committed was made."""
+    import orjson
+
+    writer = EventWriter(tmp_path / "consumer-1.jsonl", "consumer-1")
+    t = Translator("gl", writer, clock=lambda ms: ms * 1_000_000 - 5)
+    for line in RECORDED.splitlines(keepends=True):
+        t.feed(line)
+    t.finish()
+    writer.close()
+    events = [parse_line(raw, "x") for raw in (tmp_path / "consumer-1.jsonl").read_bytes().splitlines()]
+    json_lines = [orjson.loads(l) for l in RECORDED.splitlines() if l.startswith("{")]
+    assigned_ms = [o["timestamp"] for o in json_lines if o["name"] == "partitions_assigned"]
+    assert [a.mono_ns for a in of(events, Assigned)] == [ms * 1_000_000 - 5 for ms in assigned_ms]
+    consumed_ms = [o["timestamp"] for o in json_lines if o["name"] == "records_consumed"]
+    committed_ms = [o["timestamp"] for o in json_lines if o["name"] == "offsets_committed" and o.get("offsets")]
+    commits = of(events, Commit)
+    assert commits and len(commits) == len(committed_ms)
+    for c, sent, answered in zip(commits, consumed_ms, committed_ms):
+        assert c.mono_ns == sent * 1_000_000 - 5 and c.answered_ns == answered * 1_000_000 - 5
+        assert c.mono_ns <= c.answered_ns

@@ -1,0 +1,249 @@
+"""What happened to the run: the incidents every explanation starts with, before any invariant.
+
+An invariant violation is often a *consequence*: a group whose members all
+died "did not converge". The root cause is in the history as well, and this
+module lists it, in time order, as a pure function of the history:
+
+- a member that **died**: ``member_stop`` with ``clean`` false that no fault
+  on that member explains (a ``kill`` fault's SIGKILL is the plan, not an
+  incident), with why: the fatal ``error`` event the worker wrote before it
+  stopped (the exception text; the worker writes the traceback to
+  ``workers/<member>.traceback.txt``, see :func:`traceback_files`) or the
+  signal that ended it;
+- a **fatal client error** (``error`` with ``fatal`` true) not followed by
+  that member's stop;
+- a **fault** that did not fire (``fault_verified`` stage ``fired``, ``ok``
+  false), did not take effect or has no evidence it did, was never healed
+  (no ``fault_end`` before ``teardown``), or whose heal was not confirmed —
+  the same evidence :mod:`chaos.checkers.faults` judges;
+- a member that **never joined**: started, never ``assigned`` (not even an
+  empty assignment), and either stopped uncleanly or ran longer than its
+  session timeout plus its rebalance timeout (``max.poll.interval.ms``,
+  KIP-62) before its stop or the teardown;
+- a producer that **could not produce**: ``send_fail`` / ``send_unknown``
+  events (counted, the first error named), and a producer source with no
+  ``send_ok`` at all, or a workload with producers and no send event at all.
+
+Incidents are facts, not verdicts: they never change a checker's answer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from chaos.history import (
+    Assigned,
+    ErrorEvent,
+    Event,
+    FaultEnd,
+    FaultStart,
+    FaultVerified,
+    History,
+    MemberStart,
+    MemberStop,
+    PhaseEvent,
+    RunPhase,
+    SendFail,
+    SendOk,
+    SendUnknown,
+    VerificationStage,
+)
+
+#: where a worker writes the traceback of the exception that ended it (relative to the run directory)
+TRACEBACK_GLOB = "workers/*.traceback.txt"
+
+
+class IncidentKind(StrEnum):
+    MEMBER_DIED = "member_died"
+    FATAL_CLIENT_ERROR = "fatal_client_error"
+    FAULT_NOT_FIRED = "fault_not_fired"
+    FAULT_NOT_IN_EFFECT = "fault_not_in_effect"
+    FAULT_NOT_HEALED = "fault_not_healed"
+    NEVER_JOINED = "never_joined"
+    PRODUCER_FAILED = "producer_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """One thing that happened to the run; ``at_s`` is seconds from the first event."""
+
+    kind: IncidentKind
+    at_s: float
+    source: str
+    description: str
+    evidence: tuple[int, ...]
+    #: the traceback file of the exception, relative to the run directory (None: none recorded)
+    traceback: str | None = None
+
+    def line(self) -> str:
+        where = f" (traceback: {self.traceback})" if self.traceback else ""
+        return f"at {self.at_s:.3f}s: {self.description}{where}"
+
+
+def traceback_path(run_dir: str | os.PathLike[str], source: str) -> Path:
+    """The file a worker writes the traceback of the exception that ended (or troubled) it to."""
+    return Path(run_dir) / "workers" / f"{source}.traceback.txt"
+
+
+def traceback_files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Worker source -> its traceback file (relative to ``run_dir``), for the workers that wrote one."""
+    run = Path(run_dir)
+    return {p.name.removesuffix(".traceback.txt"): str(p.relative_to(run)) for p in sorted(run.glob(TRACEBACK_GLOB))}
+
+
+def collect(history: History, tracebacks: Mapping[str, str] | None = None) -> tuple[Incident, ...]:
+    """The run's incidents in time order (see the module docstring).
+
+    ``tracebacks`` maps a worker's source to its traceback file (:func:`traceback_files`); without it
+    incidents name no file.
+    """
+    events = history.events
+    if not events:
+        return ()
+    first = events[0].mono_ns
+    tb = dict(tracebacks or {})
+    cutoff = next((e.mono_ns for e in events if type(e) is PhaseEvent and e.name is RunPhase.TEARDOWN),
+                  events[-1].mono_ns + 1)
+    out: list[tuple[int, int, Incident]] = []
+
+    def add(kind: IncidentKind, at: Event, source: str, text: str, *evidence: int, traceback: str | None = None) -> None:
+        out.append((at.mono_ns, at.seq, Incident(kind, (at.mono_ns - first) / 1e9, source, text,
+                                                 tuple(evidence), traceback)))
+
+    by_type: dict[type, list[Any]] = {}
+    for e in events:
+        by_type.setdefault(type(e), []).append(e)
+
+    def of(cls: type) -> list[Any]:
+        return by_type.get(cls, [])
+
+    _members(history, of, cutoff, tb, add)
+    _faults(of, cutoff, add)
+    _producers(history, of, add)
+    out.sort(key=lambda x: (x[0], x[1]))
+    return tuple(i for _, _, i in out)
+
+
+def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None:
+    fault_windows: dict[str, list[tuple[int, int]]] = {}
+    ends = {f.fault_id: f.mono_ns for f in of(FaultEnd)}
+    for f in of(FaultStart):
+        if f.node:
+            fault_windows.setdefault(f.node, []).append((f.mono_ns, ends.get(f.fault_id, cutoff)))
+    errors: dict[str, list[ErrorEvent]] = {}
+    for e in of(ErrorEvent):
+        if e.fatal:
+            errors.setdefault(e.source, []).append(e)
+    explained_errors: set[int] = set()
+    for stop in of(MemberStop):
+        if stop.clean:
+            continue
+        fatal = [e for e in errors.get(stop.source, ()) if e.mono_ns <= stop.mono_ns and e.seq not in explained_errors]
+        # a fault on this member that began before the stop and had not ended before it: the plan
+        planned = any(s <= stop.mono_ns <= e for s, e in fault_windows.get(stop.source, ()))
+        if planned and not fatal:
+            continue
+        if stop.mono_ns >= cutoff and not fatal:
+            continue  # stopped by the teardown: not an incident of the run
+        explained_errors.update(e.seq for e in fatal)
+        if fatal:
+            last = fatal[-1]
+            why = f"{last.message}" + (f" [{last.error_name}]" if last.error_name and last.error_name not in
+                                       last.message else "")
+            text = f"member {stop.source} died: {why}"
+            if len(fatal) > 1:
+                text += f" (after {len(fatal) - 1} earlier fatal error(s))"
+            add(IncidentKind.MEMBER_DIED, stop, stop.source, text, last.seq, stop.seq,
+                traceback=tb.get(stop.source))
+        else:
+            how = f"ended by {stop.signal}" if stop.signal else "exited without recording why"
+            add(IncidentKind.MEMBER_DIED, stop, stop.source, f"member {stop.source} died: {how} (no fault on it)",
+                stop.seq, traceback=tb.get(stop.source))
+    for source, errs in sorted(errors.items()):
+        for e in errs:
+            if e.seq not in explained_errors:
+                add(IncidentKind.FATAL_CLIENT_ERROR, e, source, f"{source}: fatal client error: {e.message}"
+                    + (f" [{e.error_name}]" if e.error_name and e.error_name not in e.message else ""), e.seq,
+                    traceback=tb.get(source))
+    assigned_at: dict[str, list[int]] = {}
+    for a in of(Assigned):
+        assigned_at.setdefault(a.source, []).append(a.mono_ns)
+    stops: dict[str, list[MemberStop]] = {}
+    for s in of(MemberStop):
+        stops.setdefault(s.source, []).append(s)
+    for start in of(MemberStart):
+        stop = next((s for s in stops.get(start.source, ()) if s.mono_ns >= start.mono_ns), None)
+        until = min(stop.mono_ns if stop else cutoff, cutoff)
+        if any(start.mono_ns <= t <= until for t in assigned_at.get(start.source, ())):
+            continue
+        patience = (start.session_timeout_ms + start.max_poll_interval_ms) * 1_000_000
+        crashed = stop is not None and not stop.clean and stop.mono_ns < cutoff
+        if crashed or until - start.mono_ns > patience:
+            ran = (until - start.mono_ns) / 1e9
+            ending = "then stopped uncleanly" if crashed else "before the teardown" if stop is None else "before it stopped"
+            add(IncidentKind.NEVER_JOINED, start, start.source,
+                f"member {start.source} started but was never assigned (not even an empty assignment) in "
+                f"{ran:.1f}s, {ending}", start.seq, *([stop.seq] if stop else []))
+
+
+def _faults(of, cutoff: int, add) -> None:
+    verified: dict[tuple[str, VerificationStage], FaultVerified] = {}
+    for v in of(FaultVerified):
+        verified.setdefault((v.fault_id, v.stage), v)
+        if v.stage is VerificationStage.FIRED and not v.ok:
+            add(IncidentKind.FAULT_NOT_FIRED, v, "nemesis", f"fault {v.fault_id} never fired: {v.evidence}", v.seq)
+    ends = {f.fault_id: f for f in of(FaultEnd)}
+    for start in of(FaultStart):
+        fid = start.fault_id
+        what = f"fault {fid} ({start.fault_type} on {start.node or start.target_role})"
+        effect = verified.get((fid, VerificationStage.EFFECT))
+        if effect is None:
+            add(IncidentKind.FAULT_NOT_IN_EFFECT, start, "nemesis", f"{what}: no evidence that it took effect",
+                start.seq)
+        elif not effect.ok:
+            add(IncidentKind.FAULT_NOT_IN_EFFECT, effect, "nemesis", f"{what} did not take effect: {effect.evidence}",
+                start.seq, effect.seq)
+        end = ends.get(fid)
+        if end is None or end.mono_ns >= cutoff:
+            add(IncidentKind.FAULT_NOT_HEALED, start, "nemesis", f"{what} was never healed before the teardown",
+                start.seq)
+            continue
+        healed = verified.get((fid, VerificationStage.HEALED))
+        if healed is None:
+            add(IncidentKind.FAULT_NOT_HEALED, end, "nemesis", f"{what}: no evidence that its heal took effect",
+                start.seq, end.seq)
+        elif not healed.ok:
+            add(IncidentKind.FAULT_NOT_HEALED, healed, "nemesis", f"{what}: heal not confirmed: {healed.evidence}",
+                start.seq, healed.seq)
+
+
+def _producers(history: History, of, add) -> None:
+    ok: dict[str, int] = {}
+    for s in of(SendOk):
+        ok[s.source] = ok.get(s.source, 0) + 1
+    failed: dict[str, list[SendFail | SendUnknown]] = {}
+    for e in sorted(of(SendFail) + of(SendUnknown), key=lambda e: e.seq):
+        failed.setdefault(e.source, []).append(e)
+    for source, bad in sorted(failed.items()):
+        e = bad[0]
+        n_ok = ok.get(source, 0)
+        what = "could not produce" if not n_ok else "had sends fail"
+        add(IncidentKind.PRODUCER_FAILED, e, source,
+            f"producer {source} {what}: {len(bad)} send(s) failed or unknown, {n_ok} acknowledged "
+            f"(first: {e.error_name} on {e.topic})", e.seq)
+    producers = (history.header.experiment.get("workload") or {}).get("producers") if isinstance(
+        history.header.experiment.get("workload"), Mapping) else None
+    if producers and not ok and not failed:
+        add(IncidentKind.PRODUCER_FAILED, history.events[0], "producer",
+            f"the workload has {len(producers)} producer(s) but no send was recorded at all", history.events[0].seq)
+
+
+def incident_dict(i: Incident) -> dict[str, Any]:
+    """The JSON form in ``checks.json``."""
+    return {"kind": i.kind.value, "at_s": i.at_s, "source": i.source, "description": i.description,
+            "evidence": list(i.evidence), "traceback": i.traceback}
