@@ -180,7 +180,7 @@ def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, 
             continue
         if as_json:
             docs.append({"run_dir": str(run_dir), "error": None, "written_to": str(written),
-                         **verdict_dict(history, verdict, bounds)})
+                         **verdict_dict(history, verdict, bounds, run_dir)})
         else:
             click.echo(render(run_dir, history, verdict, evidence_lines=max_evidence))
             if written.name == REJUDGED_FILE:
