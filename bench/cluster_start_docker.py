@@ -39,7 +39,7 @@ import time
 import docker
 
 from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
-from chaos.cluster.docker import DockerCluster
+from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.images import base_tag, ensure_images
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import kafka_runtime, toxiproxy_runtime

@@ -33,8 +33,8 @@ from chaos.errors import UsageError
 from chaos.experiment import Experiment, FaultSpec, Phases, Trigger
 from chaos.history.reader import History, read_history
 from chaos.lifecycle import Run
-from chaos.workload.run import WorkloadRun, WorkloadSpec
-from chaos.workload.spec import ConsumerSpec, ProducerSpec
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.workload.run import WorkloadRun
 
 
 def handler_ref(handler: str | Callable | None) -> str | None:

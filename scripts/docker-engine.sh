@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kafka-chaos's own Docker engine (DESIGN.md §7); see chaos/cluster/container_engine.py.
+# kafka-chaos's own Docker engine (docs/architecture.md, "Environment"); see chaos/cluster/container_engine.py.
 #   scripts/docker-engine.sh install              apt-get install docker.io debootstrap when missing
 #   scripts/docker-engine.sh start|stop|status    a dockerd on its own socket, data root and exec root
 #   scripts/docker-engine.sh run -- CMD ...       engine up, CMD, engine down (exit code of CMD)

@@ -73,9 +73,10 @@ class ClusterAdmin:
     Thread-safe (one lock): the observer and the nemesis may share it.
     """
 
-    def __init__(self, bootstrap: str, timeout: float = 5.0):
+    def __init__(self, bootstrap: str | Callable[[], str], timeout: float = 5.0):
+        """``bootstrap`` may be a callable, asked when the first request is sent (a cluster not started yet)."""
         self.timeout = timeout
-        self._bootstrap = bootstrap.split(",")
+        self._bootstrap = bootstrap
         self._client: KafkaAdminClient | None = None
         self._lock = threading.Lock()
 
@@ -95,7 +96,7 @@ class ClusterAdmin:
             try:
                 if self._client is None:
                     self._client = KafkaAdminClient(
-                        bootstrap_servers=self._bootstrap, client_id="chaos-admin", api_version=API_VERSION,
+                        bootstrap_servers=self._servers(), client_id="chaos-admin", api_version=API_VERSION,
                         request_timeout_ms=int(self.timeout * 1000), reconnect_backoff_max_ms=500,
                         metadata_max_age_ms=1000,
                     )
@@ -105,6 +106,9 @@ class ClusterAdmin:
                 # a fresh one re-bootstraps through the proxies
                 self._close_client()
                 raise
+
+    def _servers(self) -> list[str]:
+        return (self._bootstrap() if callable(self._bootstrap) else self._bootstrap).split(",")
 
     def _close_client(self) -> None:
         if self._client is not None:

@@ -5,7 +5,7 @@ offers (``pid``, ``alive``, ``signal``, ``kill``, ``terminate``,
 ``log_tail``, ``log_path``), implemented with Docker's own operations:
 ``docker kill`` semantics (any signal to the container's main process; see
 :meth:`ContainerProcess.signal` for why it is delivered directly),
-``docker stop`` (SIGTERM, then SIGKILL after the grace period) and, in :class:`chaos.cluster.docker.DockerCluster`,
+``docker stop`` (SIGTERM, then SIGKILL after the grace period) and, in :class:`chaos.cluster.container_cluster.DockerCluster`,
 ``docker pause``/``unpause`` (the cgroup freezer).
 
 Every container the backend creates carries the labels below. A driver that
@@ -108,7 +108,8 @@ class ContainerProcess:
         Sent straight to its host pid (identity-checked) — what runc does for
         ``docker kill`` — because a round trip through the engine costs about
         half a second on a loaded 2-core machine, too slow for state-triggered
-        faults (DESIGN.md §6); the engine then records the exit (137 for SIGKILL).
+        faults (docs/architecture.md, "Faults: schedule, triggers, evidence"); the engine
+        then records the exit (137 for SIGKILL).
         Falls back to ``docker kill`` when the process is not known.
         """
         proc = self._main_process()

@@ -1,7 +1,7 @@
 """A Docker engine of our own for the docker backend: install, start, reap, stop.
 
 No init system runs on the project's machines and no registry is reachable
-(DESIGN.md §7), so the backend brings its own ``dockerd``:
+(docs/architecture.md, "Environment"), so the backend brings its own ``dockerd``:
 
 * its own socket (``unix://<dir>/docker.sock``), exec root and pid file, so it
   never meets a system Docker; ``<dir>`` is ``$KAFKA_CHAOS_DOCKER_DIR`` or

@@ -1,4 +1,4 @@
-"""Pair-wise broker↔broker partitions with iptables (DESIGN.md §3).
+"""Pair-wise broker↔broker partitions with iptables (docs/architecture.md, "Links, lanes and the network").
 
 Brokers talk to each other over the unproxied INTERNAL listener, and one
 proxy per listener cannot cut A↔B while leaving A↔C, so partitions happen at

@@ -20,7 +20,7 @@ artifact (it can be saved, shipped to an air-gapped machine, or inspected with
 cluster runs, and the build costs a few seconds once per version.
 
 Node configuration, data and logs are *not* in the images: each node's
-directory is bind-mounted at the same path (see :mod:`chaos.cluster.docker`).
+directory is bind-mounted at the same path (see :mod:`chaos.cluster.container_cluster`).
 
 All images carry the label ``kafka-chaos.image``; they are a cache and are
 never removed by cluster cleanup.

@@ -1,56 +1,139 @@
 """The embedded default backend: ZooKeeper, Kafka brokers and Toxiproxy as local processes.
 
-All processes bind 127.0.0.1 on ports chosen by :func:`chaos.cluster.topology.plan`.
-Node processes are children of the driver, recorded in a
-:class:`chaos.process.Session`, so they are ended on every exit path and
-reaped by the next start if the driver was SIGKILLed.
+:class:`LocalCluster` is the shared orchestration
+(:class:`chaos.cluster.kafka_cluster.KafkaCluster`) composed with two parts:
 
-Readiness is judged by real checks, not by ports opening: ZooKeeper answers
-``srvr`` with a mode; every broker appears in DescribeCluster with a
-controller elected; ``__consumer_offsets`` exists with a leader for every
-partition; and a record is produced with ``acks=all`` through the proxies.
+* :class:`ProcessNodes` — every node is a child process of the driver,
+  recorded in a :class:`chaos.process.Session`, so it is ended on every exit
+  path and reaped by the next start if the driver was SIGKILLed; all bind
+  127.0.0.1 on ports chosen by :func:`chaos.cluster.topology.plan`; pause is
+  SIGSTOP/SIGCONT to the node's process group;
+* :class:`OwnerMatchCutter` — pair-wise broker partitions by host iptables
+  rules matching each broker's own group id (:mod:`chaos.cluster.firewall`;
+  root only).
+
+Local processes share one network, so there is no container network to leave
+(no :class:`chaos.cluster.NetworkDisconnectable`).
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 import signal
-import socket
-import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
+from chaos.cluster import Capability, NodeProcess
 from chaos.cluster import firewall
-from chaos.cluster.admin import ClusterAdmin, retry
-from chaos.cluster.backend import Capability
-from chaos.cluster.runtime import cache_root, KafkaRuntime, ToxiproxyRuntime, java_binary, kafka_runtime, toxiproxy_runtime
-from chaos.cluster.settings import (
-    BROKER_ZK_SESSION_MS, jvm_args, broker_properties, log4j_properties, render_properties, zk_config,
+from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunch, zk_*: this module's names before the split
+    READY_TOPIC, KafkaCluster, NodeLaunch, PairPartitioning, Pausing, zk_command, zk_mode,
 )
-from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
-from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
-from chaos.errors import InfrastructureError, UsageError
-from chaos.process import ManagedProcess, Session, log_excerpt, terminate_on_sigterm
-
-READY_TOPIC = "chaos.ready"
+from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
+from chaos.cluster.topology import ClusterSpec
+from chaos.process import ManagedProcess, log_excerpt
 
 
-@dataclass(frozen=True, slots=True)
-class NodeLaunch:
-    """How to (re)start one node: its command line, log and working directory."""
+class OwnerMatchCutter:
+    """Pair-wise partitions with host iptables: ``--gid-owner`` names the sending broker (see :mod:`chaos.cluster.firewall`)."""
 
-    name: str
-    argv: tuple[str, ...]
-    log_path: Path
-    config_path: Path
-    config: dict[str, str]
+    def __init__(self) -> None:
+        self._firewall: firewall.Firewall | None = None
+
+    def unavailable_reason(self, cluster: KafkaCluster) -> str | None:
+        return firewall.unavailable_reason()
+
+    def group_of(self, cluster: KafkaCluster, node: str) -> int | None:
+        """The group id ``node`` must run with for its packets to be matched (brokers only, when usable)."""
+        if not node.startswith("broker-") or firewall.unavailable_reason() is not None:
+            return None
+        assert cluster.session is not None and cluster.topology is not None
+        return firewall.broker_gid(cluster.session.id, cluster.topology.broker(node).broker_id)
+
+    def _fw(self, cluster: KafkaCluster) -> firewall.Firewall:
+        assert cluster.session is not None, "cluster not started"
+        if self._firewall is None or self._firewall.session is not cluster.session:
+            self._firewall = firewall.Firewall(cluster.session)  # its chain is named after (and reaped with) the session
+        return self._firewall
+
+    def _args(self, cluster: KafkaCluster, a: str, b: str) -> tuple[int, int, int, int]:
+        assert cluster.topology is not None and cluster.session is not None
+        ta, tb = cluster.topology.broker(a), cluster.topology.broker(b)
+        return (firewall.broker_gid(cluster.session.id, ta.broker_id), ta.internal,
+                firewall.broker_gid(cluster.session.id, tb.broker_id), tb.internal)
+
+    def cut(self, cluster: KafkaCluster, a: str, b: str) -> None:
+        self._fw(cluster).cut(*self._args(cluster, a, b))
+
+    def mend(self, cluster: KafkaCluster, a: str, b: str) -> None:
+        self._fw(cluster).mend(*self._args(cluster, a, b))
+
+    def rules(self, cluster: KafkaCluster) -> list[str]:
+        return self._fw(cluster).rules()
+
+    def clear(self, cluster: KafkaCluster) -> None:
+        self._fw(cluster).clear()
 
 
-class LocalCluster:
+class ProcessNodes:
+    """Nodes as child processes of the driver in the cluster's :class:`chaos.process.Session`."""
+
+    kind = "process"
+    toxiproxy_timeout_s = 15.0
+
+    def __init__(self, cutter: OwnerMatchCutter | None = None):
+        #: gives each broker the group id its partition rules match
+        self.cutter = cutter
+
+    def open(self, cluster: KafkaCluster) -> None:
+        pass  # nothing outside the session to check or reap (Session reaps orphaned processes itself)
+
+    def addresses(self, cluster: KafkaCluster) -> dict[str, str]:
+        return {}  # every process listens on loopback (see Topology.addresses)
+
+    def spawn(self, cluster: KafkaCluster, node: str, previous: NodeProcess | None) -> NodeProcess:
+        launch = cluster.launch(node)
+        assert cluster.session is not None
+        gid = self.cutter.group_of(cluster, node) if self.cutter is not None else None
+        return cluster.session.spawn(node, launch.argv, launch.log_path, cwd=launch.config_path.parent, gid=gid)
+
+    def spawn_toxiproxy(self, cluster: KafkaCluster, host: str, port: int) -> NodeProcess:
+        assert cluster.session is not None
+        argv = (str(cluster.toxiproxy_bin.binary), "-host", host, "-port", str(port))
+        return cluster.session.spawn("toxiproxy", argv, cluster.workdir / "toxiproxy.log")
+
+    def exit_message(self, cluster: KafkaCluster, node: str, proc: NodeProcess) -> str:
+        assert isinstance(proc, ManagedProcess)
+        tail = proc.log_tail()
+        node_log = cluster.workdir / node / f"{node}.log"
+        if node_log.exists() and node_log.stat().st_size:
+            tail = log_excerpt(node_log, 1)
+        else:
+            node_log = proc.log_path
+        kept = cluster.failed_logs_dir / node / node_log.name
+        hint = " (a port is already in use: retry, or pick another base_port)" if "Address already in use" in tail else ""
+        return f"{node} exited with code {proc.popen.returncode}{hint}; log kept at {kept}: {tail}"
+
+    def freeze(self, proc: NodeProcess) -> None:
+        proc.signal(signal.SIGSTOP)
+
+    def thaw(self, proc: NodeProcess) -> None:
+        proc.signal(signal.SIGCONT)
+
+    def is_frozen(self, proc: NodeProcess, tracked: bool) -> bool:
+        return tracked  # a SIGSTOPped process is only known frozen by who stopped it
+
+    def keep_output(self, cluster: KafkaCluster) -> None:
+        pass  # stdout is already a file in the node's directory
+
+    def describe(self, proc: NodeProcess | None) -> dict[str, Any]:
+        return {}
+
+    def status(self, cluster: KafkaCluster) -> dict[str, Any]:
+        return {}
+
+    def close(self, cluster: KafkaCluster) -> None:
+        pass  # the session ends the processes
+
+
+class LocalCluster(Pausing, PairPartitioning):
     """A real cluster of local processes; use as a context manager.
 
     >>> with LocalCluster(ClusterSpec(brokers=3)) as cluster:   # doctest: +SKIP
@@ -58,493 +141,14 @@ class LocalCluster:
     """
 
     backend_name = "local"
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        caps = set(Capability) - {Capability.NETWORK_DISCONNECT}  # local processes share one network
-        if firewall.unavailable_reason():
-            caps.discard(Capability.PAIR_PARTITION)
-        return frozenset(caps)
+    missing = {Capability.NETWORK_DISCONNECT: "local processes share one network: use --backend docker"}
 
     def __init__(self, spec: ClusterSpec | None = None, *, detached: bool = False,
                  kafka: KafkaRuntime | None = None, toxiproxy: ToxiproxyRuntime | None = None):
-        self.spec = spec or ClusterSpec()
-        self.kafka = kafka or kafka_runtime(self.spec.kafka_version)
-        self.toxiproxy_bin = toxiproxy or toxiproxy_runtime()
-        self.java = java_binary()
-        self.detached = detached
-        self.topology: Topology | None = None
-        self.session: Session | None = None
-        self._launch: dict[str, NodeLaunch] = {}
-        self._procs: dict[str, ManagedProcess] = {}
-        self._paused: set[str] = set()
-        self._admin: ClusterAdmin | None = None
-        self.proxy_api: ToxiproxyClient | None = None
-        self.startup_seconds: float | None = None
-
-    # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "LocalCluster":
-        self._sigterm = terminate_on_sigterm()
-        self._sigterm.__enter__()
-        try:
-            return self.start()
-        except BaseException:
-            self._sigterm.__exit__(None, None, None)
-            raise
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.stop()
-        finally:
-            self._sigterm.__exit__(None, None, None)
-
-    def start(self) -> "LocalCluster":
-        """Start every node and return once the cluster is usable (see module doc)."""
-        t0 = time.monotonic()
-        self.session = Session("cluster", detached=self.detached)
-        self.firewall = firewall.Firewall(self.session)
-        try:
-            self.topology = plan(self.spec, self._node_addresses())
-            self._prepare_launches()
-            self._start_toxiproxy()
-            for zk in self.topology.zookeepers:
-                self._spawn(zk.node)
-            deadline = time.monotonic() + self.spec.start_timeout_s
-            for zk in self.topology.zookeepers:
-                self._wait_zk(zk.node, zk.client, deadline)
-            for b in self.topology.brokers:
-                self._spawn(b.node)
-            self._wait_usable(deadline)
-            self._write_state()
-        except BaseException:
-            self._preserve_logs()
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
-
-    def _node_addresses(self) -> dict[str, str]:
-        """Where each node listens: local processes all share loopback (see Topology.addresses)."""
-        return {}
-
-    def _clear_partitions(self) -> None:
-        self.firewall.clear()
-
-    @property
-    def failed_logs_dir(self) -> Path:
-        """Where node logs of a cluster that failed to start are kept (the workdir is deleted)."""
-        assert self.session is not None
-        return cache_root() / "failed-starts" / self.session.id
-
-    def _preserve_logs(self) -> None:
-        if self.session is None or not self.session.dir.exists():
-            return
-        dest = self.failed_logs_dir
-        logs = list(self.session.dir.glob("*/*.log"))
-        if not logs:
-            return
-        for log in logs:
-            (dest / log.parent.name).mkdir(parents=True, exist_ok=True)
-            shutil.copy(log, dest / log.parent.name / log.name)
-        # keep the last few failures only
-        runs = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
-        for old in runs[:-5]:
-            shutil.rmtree(old, ignore_errors=True)
-
-    def stop(self) -> None:
-        """Kill every node and proxy and delete the cluster's directory."""
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
-        if self.session is not None:
-            self.session.close()
-        self._procs.clear()
-
-    # ------------------------------------------------------------ setup helpers
-    @property
-    def workdir(self) -> Path:
-        assert self.session is not None, "cluster not started"
-        return self.session.dir
-
-    def _prepare_launches(self) -> None:
-        topo = self.topology
-        assert topo is not None
-        for zk in topo.zookeepers:
-            d = self.workdir / zk.node
-            (d / "data").mkdir(parents=True)
-            (d / "data" / "myid").write_text(f"{zk.myid}\n")
-            cfg = zk_config(topo, zk, d / "data")
-            self._write_node(zk.node, d, cfg, "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.spec.zk_heap_mb,
-                             "zoo.cfg")
-        for b in topo.brokers:
-            d = self.workdir / b.node
-            (d / "data").mkdir(parents=True)
-            props = broker_properties(topo, b, d / "data")
-            self._write_node(b.node, d, props, "kafka.Kafka", self.spec.broker_heap_mb, "server.properties")
-
-    def _write_node(self, name: str, d: Path, cfg: dict[str, str], main: str, heap: int, cfg_name: str) -> None:
-        cfg_path = d / cfg_name
-        cfg_path.write_text(render_properties(cfg))
-        log = d / f"{name}.log"
-        (d / "log4j.properties").write_text(log4j_properties(log))
-        argv = (self.java, *jvm_args(heap, self.spec.jvm_profile), f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
-                f"-Dkafka.logs.dir={d}", "-cp", self.kafka.classpath, main, str(cfg_path))
-        self._launch[name] = NodeLaunch(name, argv, d / "stdout.log", cfg_path, cfg)
-
-    def _spawn(self, node: str) -> ManagedProcess:
-        launch = self._launch[node]
-        assert self.session is not None
-        gid = None
-        if node.startswith("broker-") and firewall.unavailable_reason() is None:
-            gid = firewall.broker_gid(self.session.id, self.topology.broker(node).broker_id)  # type: ignore[union-attr]
-        proc = self.session.spawn(node, launch.argv, launch.log_path, cwd=launch.config_path.parent, gid=gid)
-        self._procs[node] = proc
-        self._paused.discard(node)
-        return proc
-
-    def _start_toxiproxy(self) -> None:
-        topo = self.topology
-        assert topo is not None and self.session is not None
-        argv = (str(self.toxiproxy_bin.binary), "-host", LOOPBACK, "-port", str(topo.toxiproxy_api))
-        self._procs["toxiproxy"] = self.session.spawn("toxiproxy", argv, self.workdir / "toxiproxy.log")
-        self.proxy_api = ToxiproxyClient(topo.address("toxiproxy"), topo.toxiproxy_api)
-        deadline = time.monotonic() + 15
-        while not self.proxy_api.ping():
-            self._check_alive("toxiproxy")
-            if time.monotonic() > deadline:
-                raise InfrastructureError(f"toxiproxy did not answer on {LOOPBACK}:{topo.toxiproxy_api}: {self._procs['toxiproxy'].log_tail()}")
-            time.sleep(0.05)
-        self.proxy_api.populate([ProxySpec(l.name, topo.listen(l), topo.upstream(l)) for l in topo.links])
-
-    def _check_alive(self, node: str) -> None:
-        proc = self._procs[node]
-        if not proc.alive():
-            tail = proc.log_tail()
-            node_log = self.workdir / node / f"{node}.log"
-            if node_log.exists() and node_log.stat().st_size:
-                tail = log_excerpt(node_log, 1)
-            else:
-                node_log = proc.log_path
-            kept = self.failed_logs_dir / node / node_log.name
-            hint = " (a port is already in use: retry, or pick another base_port)" if "Address already in use" in tail else ""
-            raise InfrastructureError(f"{node} exited with code {proc.popen.returncode}{hint}; log kept at {kept}: {tail}")
-
-    def _wait_zk(self, node: str, port: int, deadline: float) -> None:
-        while True:
-            self._check_alive(node)
-            mode = zk_mode(port, host=self.topology.address(node))  # type: ignore[union-attr]
-            if mode in ("standalone", "leader", "follower"):
-                return
-            if time.monotonic() > deadline:
-                raise InfrastructureError(f"{node} did not become ready (srvr answered {mode!r}): {self._procs[node].log_tail()}")
-            time.sleep(0.1)
-
-    def _wait_usable(self, deadline: float) -> None:
-        topo = self.topology
-        assert topo is not None
-        want = [b.broker_id for b in topo.brokers]
-
-        def brokers_and_controller():
-            for b in topo.brokers:
-                self._check_alive(b.node)
-            controller, _ = self.admin.cluster()
-            return True if controller is not None and self.brokers_see_each_other() else None
-
-        retry(brokers_and_controller, deadline, f"brokers {want} to register, see each other and elect a controller")
-        # single attempts inside retry(): this loop's own deadline bounds the cluster's start
-        retry(lambda: self.admin.coordinator_id("chaos-ready", wait=False), deadline,
-              "__consumer_offsets to be created")
-
-        def offsets_led():
-            parts = self.admin.partitions("__consumer_offsets", wait=False)
-            return True if parts and all(p["leader"] >= 0 for p in parts) else None
-
-        retry(offsets_led, deadline, "every __consumer_offsets partition to have a leader")
-        retry(lambda: self.admin.create_topic(READY_TOPIC, 1, self.spec.effective_rf, wait=False) or True, deadline,
-              f"topic {READY_TOPIC} to be created")
-        retry(lambda: self.produce_probe(READY_TOPIC), deadline, "an acks=all produce through the proxies")
-
-    def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0,
-                      partition: int | None = None) -> int | None:
-        """Produce one record with ``acks=all`` via ``lane`` (to ``partition`` if given); its offset, or None if not acked."""
-        result: dict[str, Any] = {}
-
-        def on_delivery(err, msg):
-            result["err"], result["offset"] = err, (msg.offset() if err is None else None)
-
-        p = Producer({"bootstrap.servers": self.bootstrap(lane), "acks": "all", "message.timeout.ms": int(timeout * 1000),
-                      "log_level": 0})
-        if partition is None:
-            p.produce(topic, b"probe", on_delivery=on_delivery)
-        else:
-            p.produce(topic, b"probe", partition=partition, on_delivery=on_delivery)
-        p.flush(timeout + 1)
-        return result.get("offset")
-
-    def _write_state(self) -> None:
-        (self.workdir / "cluster.json").write_text(json.dumps(self.status(), indent=2, default=str))
-
-    # ------------------------------------------------------------ accessors
-    @property
-    def admin(self) -> ClusterAdmin:
-        if self._admin is None:
-            self._admin = ClusterAdmin(self.bootstrap(CONTROL_LANE))
-        return self._admin
-
-    def bootstrap(self, lane: str = CONTROL_LANE) -> str:
-        assert self.topology is not None, "cluster not started"
-        return self.topology.bootstrap(lane)
-
-    def _node(self, node: str) -> NodeLaunch:
-        if node not in self._launch:
-            raise UsageError(f"unknown node {node!r}: nodes are {', '.join(self._launch)}")
-        return self._launch[node]
-
-    def log_path(self, node: str) -> Path:
-        """The node's own log (Kafka's server log, or ZooKeeper's)."""
-        self._node(node)
-        return self.workdir / node / f"{node}.log"
-
-    def process(self, node: str) -> ManagedProcess:
-        self._node(node)
-        return self._procs[node]
-
-    def is_running(self, node: str) -> bool:
-        return node in self._procs and self._procs[node].alive()
-
-    def is_paused(self, node: str) -> bool:
-        return node in self._paused
-
-    @staticmethod
-    def broker_name(broker_id: int | None) -> str | None:
-        return None if broker_id is None else f"broker-{broker_id}"
-
-    # ------------------------------------------------------------ roles
-    # Each waits, bounded (ClusterAdmin.settled), through transient answers — a topic just created,
-    # a partition between leaders, an election, a coordinator loading — and then either names the
-    # node or raises one InfrastructureError line saying what it waited for and what it saw last.
-    def controller(self) -> str | None:
-        """The controller broker (an election in progress is waited through)."""
-        return self.broker_name(self.admin.controller_id(wait=True))
-
-    def leader_of(self, topic: str, partition: int) -> str | None:
-        """The leader of ``topic``-``partition`` (a partition between leaders is waited through)."""
-        return self.broker_name(self.admin.leader_id(topic, partition, wait=True))
-
-    def coordinator_of(self, group: str) -> str | None:
-        """The group's coordinator (FindCoordinator; COORDINATOR_NOT_AVAILABLE is waited through)."""
-        return self.broker_name(self.admin.coordinator_id(group, wait=True))
-
-    # ------------------------------------------------------------ process faults
-    def kill(self, node: str, sig: int = signal.SIGKILL, wait: bool = True) -> None:
-        """Send ``sig`` to the node; SIGKILL/SIGTERM also wait for it to exit (bounded) unless ``wait=False``."""
-        proc = self.process(node)
-        if sig == signal.SIGKILL and not wait:
-            proc.signal(signal.SIGKILL)  # the caller reaps it (e.g. after timing the effect)
-        elif sig == signal.SIGKILL:
-            proc.kill()
-        elif sig == signal.SIGTERM:
-            proc.terminate(grace=30.0)
-        else:
-            proc.signal(sig)
-        self._paused.discard(node)
-
-    def pause(self, node: str) -> None:
-        self.process(node).signal(signal.SIGSTOP)
-        self._paused.add(node)
-
-    def resume(self, node: str) -> None:
-        self.process(node).signal(signal.SIGCONT)
-        self._paused.discard(node)
-
-    def restart(self, node: str) -> None:
-        """Kill the node if it runs, then start it again on its data."""
-        self._node(node)
-        if self.is_running(node):
-            self.kill(node)
-        self.start_node(node)
-
-    def start_node(self, node: str) -> None:
-        """Start a stopped node on its data.
-
-        A broker that died uncleanly leaves its ephemeral ``/brokers/ids/<id>``
-        znode until its ZooKeeper session expires; a new process registering
-        before that exits with ``NodeExistsException`` (KafkaZkClient.registerBroker).
-        So wait, bounded, until the cluster no longer lists the broker.
-        """
-        if self.is_running(node):
-            return
-        if node.startswith("broker-"):
-            bid = self.topology.broker(node).broker_id  # type: ignore[union-attr]
-            deadline = time.monotonic() + 3 * BROKER_ZK_SESSION_MS / 1000
-            while time.monotonic() < deadline and self.zk_has_ephemeral(f"/brokers/ids/{bid}"):
-                time.sleep(0.1)
-        self._spawn(node)
-
-    def zk_has_ephemeral(self, path: str) -> bool:
-        """Does any ZooKeeper node list ``path`` among its sessions' ephemeral nodes (4lw ``dump``)?"""
-        assert self.topology is not None
-        for zk in self.topology.zookeepers:
-            if not self.is_running(zk.node):
-                continue
-            text = zk_command(zk.client, b"dump", host=self.topology.address(zk.node)) or ""
-            if "Sessions with Ephemerals" in text:  # only the leader (or a standalone server) knows
-                return any(line.strip() == path for line in text.splitlines())
-        return False
-
-    def wait_broker_registered(self, node: str, timeout: float = 60.0) -> None:
-        bid = self.topology.broker(node).broker_id  # type: ignore[union-attr]
-        # every running broker's view: the controller's decides CreateTopics, the others' route clients
-        running = [b.broker_id for b in self.topology.brokers  # type: ignore[union-attr]
-                   if self.is_running(b.node) and not self.is_paused(b.node)]
-        retry(lambda: True if all(bid in self.admin.brokers_seen_by(b) for b in running) else None,
-              time.monotonic() + timeout, f"{node} to register and be seen by every running broker")
-
-    # ------------------------------------------------------------ link faults
-    def _proxy(self) -> ToxiproxyClient:
-        assert self.proxy_api is not None, "cluster not started"
-        return self.proxy_api
-
-    def link_names(self) -> list[str]:
-        assert self.topology is not None
-        return [l.name for l in self.topology.links]
-
-    def links_of(self, node_or_lane: str) -> list[str]:
-        assert self.topology is not None
-        return [l.name for l in self.topology.links_of(node_or_lane)]
-
-    def link_down(self, link: str) -> None:
-        self.topology.link(link)  # type: ignore[union-attr]
-        self._proxy().set_enabled(link, False)
-
-    def link_up(self, link: str) -> None:
-        self.topology.link(link)  # type: ignore[union-attr]
-        self._proxy().set_enabled(link, True)
-
-    def add_toxic(self, link: str, toxic: Toxic) -> None:
-        self.topology.link(link)  # type: ignore[union-attr]
-        self._proxy().add_toxic(link, toxic)
-
-    def remove_toxic(self, link: str, name: str) -> None:
-        self._proxy().remove_toxic(link, name)
-
-    def reset_links(self) -> None:
-        """Heal every link: enable all proxies, remove all toxics."""
-        self._proxy().reset()
-
-    # ------------------------------------------------------------ broker<->broker partitions
-    def _fw_args(self, a: str, b: str) -> tuple[int, int, int, int]:
-        reason = firewall.unavailable_reason()
-        if reason:
-            raise UsageError(f"cannot partition {a} from {b}: {reason}")
-        assert self.topology is not None and self.session is not None
-        ta, tb = self.topology.broker(a), self.topology.broker(b)
-        return (firewall.broker_gid(self.session.id, ta.broker_id), ta.internal,
-                firewall.broker_gid(self.session.id, tb.broker_id), tb.internal)
-
-    def partition(self, a: str, b: str) -> None:
-        """Cut broker ``a`` from broker ``b`` (both directions; clients and ZooKeeper unaffected)."""
-        self.firewall.cut(*self._fw_args(a, b))
-
-    def unpartition(self, a: str, b: str) -> None:
-        self.firewall.mend(*self._fw_args(a, b))
-
-    def partition_rules(self) -> list[str]:
-        return self.firewall.rules()
-
-    # ------------------------------------------------------------ healing and status
-    def brokers_see_each_other(self) -> bool:
-        """Does every broker's own metadata cache list every broker? (see ClusterAdmin.brokers_seen_by)"""
-        assert self.topology is not None
-        want = [b.broker_id for b in self.topology.brokers]
-        try:
-            return all(self.admin.brokers_seen_by(bid) == want for bid in want)
-        except Exception:  # noqa: BLE001 - a broker not reachable yet is "not whole", not an error
-            return False
-
-    def heal(self, timeout: float = 90.0) -> None:
-        """Undo every fault: thaw paused nodes, restart dead ones, heal links, wait until whole and usable.
-
-        "Whole" is checked even when nothing was dead: a thawed broker, or one
-        restarted by a fault's own heal, can be running yet not (again) in the
-        controller's view for seconds, and the next test would see a
-        cluster one broker short. A node that dies while we wait (for
-        instance a broker that lost the race with its old ZooKeeper session)
-        is started again, a bounded number of times.
-        """
-        for node in list(self._paused):
-            self.resume(node)
-        self.reset_links()
-        self._clear_partitions()
-        assert self.topology is not None
-        deadline = time.monotonic() + timeout
-        for attempt in range(3):
-            dead = [n for n in self._launch if not self.is_running(n)]
-            for node in dead:
-                self.start_node(node)
-            if not dead and self.brokers_see_each_other():
-                return
-            try:
-                for zk in self.topology.zookeepers:
-                    self._wait_zk(zk.node, zk.client, deadline)
-                self._wait_usable(deadline)
-                return
-            except InfrastructureError:
-                if attempt == 2 or time.monotonic() >= deadline or all(self.is_running(n) for n in self._launch):
-                    raise
-
-    def status(self) -> dict[str, Any]:
-        """Everything a user needs to see: ports, links, pids and every effective setting."""
-        topo = self.topology
-        assert topo is not None
-        nodes = {}
-        for name, launch in self._launch.items():
-            proc = self._procs.get(name)
-            nodes[name] = {
-                "pid": proc.pid if proc else None,
-                "running": bool(proc and proc.alive()),
-                "paused": name in self._paused,
-                "log": str(self.workdir / name / f"{name}.log"),
-                "config_file": str(launch.config_path),
-                "effective_config": launch.config,
-                "jvm": list(launch.argv[1:launch.argv.index("-cp")]),
-            }
-        return {
-            "backend": self.backend_name,
-            "session": self.session.id if self.session else None,
-            "workdir": str(self.workdir),
-            "kafka_version": self.spec.kafka_version,
-            "toxiproxy_version": self.toxiproxy_bin.version,
-            "spec": self.spec.model_dump(),
-            "toxiproxy": {"api": f"http://{topo.address('toxiproxy')}:{topo.toxiproxy_api}",
-                          "pid": self._procs["toxiproxy"].pid if "toxiproxy" in self._procs else None},
-            "bootstrap": {lane: topo.bootstrap(lane) for lane in topo.lane_names},
-            "links": [{"name": l.name, "listen": topo.listen(l), "upstream": topo.upstream(l)} for l in topo.links],
-            "nodes": nodes,
-            "startup_seconds": self.startup_seconds,
-            "capabilities": sorted(self.capabilities),
-        }
+        cutter = OwnerMatchCutter()
+        super().__init__(spec, ProcessNodes(cutter), cutter=cutter, detached=detached, kafka=kafka,
+                         toxiproxy=toxiproxy)
 
 
-def zk_command(port: int, word: bytes, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:
-    """A ZooKeeper four-letter word's answer, None if the node is unreachable."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(word)
-            data = b""
-            while chunk := s.recv(4096):
-                data += chunk
-    except OSError:
-        return None
-    return data.decode(errors="replace")
-
-
-def zk_mode(port: int, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:
-    """ZooKeeper's ``srvr`` answer's Mode line (standalone/leader/follower), None if unreachable."""
-    text = zk_command(port, b"srvr", timeout, host)
-    if text is None:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Mode:"):
-            return line.split(":", 1)[1].strip()
-    return text.strip()[:80] or None
+__all__ = ["READY_TOPIC", "LocalCluster", "NodeLaunch", "OwnerMatchCutter",
+           "ProcessNodes", "zk_command", "zk_mode"]

@@ -1,6 +1,6 @@
 """Effective configuration of every node, generated from a :class:`Topology`.
 
-The defaults are chaos-friendly (DESIGN.md §3): internal topics replicated 3
+The defaults are chaos-friendly (docs/architecture.md, "Links, lanes and the network"): internal topics replicated 3
 ways with ``min.insync.replicas=2`` so one broker may die without losing
 commits, no unclean leader election, no initial rebalance delay
 (KIP-134's ``group.initial.rebalance.delay.ms``) so rebalances start at once,

@@ -7,7 +7,7 @@ Naming, used everywhere (events, faults, CLI):
   ``lane0..laneL-1`` for workers. Each lane is one Kafka listener per broker
   with its own proxy; a broker answers metadata with the endpoints of the
   listener the request came in on, so a client on ``lane1`` only ever talks
-  to ``lane1`` proxies and can be cut off alone (DESIGN.md §3);
+  to ``lane1`` proxies and can be cut off alone (docs/architecture.md, "Links, lanes and the network");
 * links (one Toxiproxy proxy each): ``<lane>.broker-<b>`` for client traffic,
   ``broker-<b>.zk-<z>`` for a broker's ZooKeeper session.
 """

@@ -34,6 +34,7 @@ from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_ty
 
 import orjson
 
+from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
 from chaos.outcome import Outcome
 
 SCHEMA_VERSION = 1
@@ -84,38 +85,6 @@ class Kind(StrEnum):
     FAULT_VERIFIED = "fault_verified"
     PHASE = "phase"
     FINAL_READ = "final_read"
-
-
-class Client(StrEnum):
-    CONFLUENT_KAFKA = "confluent-kafka"
-    KAFKA_PYTHON = "kafka-python"
-    JAVA = "java"
-
-
-class Assignor(StrEnum):
-    RANGE = "range"
-    ROUNDROBIN = "roundrobin"
-    STICKY = "sticky"
-    COOPERATIVE_STICKY = "cooperative-sticky"
-
-
-class RebalanceProtocol(StrEnum):
-    EAGER = "eager"
-    COOPERATIVE = "cooperative"  # KIP-429 incremental cooperative rebalancing
-
-
-class CommitMode(StrEnum):
-    SYNC = "sync"
-    ASYNC = "async"
-    AUTO = "auto"
-
-
-class WrongMode(StrEnum):
-    """Deliberately wrong consumers a checker must catch (docs/architecture.md, "Invariants")."""
-
-    COMMIT_BEFORE_PROCESS = "commit_before_process"
-    IGNORE_REVOKE = "ignore_revoke"
-    SKIP_RECORDS = "skip_records"
 
 
 class GroupState(StrEnum):

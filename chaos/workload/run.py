@@ -25,10 +25,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated
 
 from confluent_kafka import Consumer, TopicPartition
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
@@ -38,29 +36,8 @@ from chaos.history.writer import EventWriter
 from chaos.process import ManagedProcess, Session
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
-from chaos.workload.spec import ConsumerSpec, ProducerSpec, WorkerConfig
-
-
-class WorkloadSpec(BaseModel):
-    """The workload half of an experiment."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    partitions: Annotated[int, Field(ge=1, le=1000)] = 12
-    replication: Annotated[int, Field(ge=1)] = 3
-    consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
-    producers: tuple[ProducerSpec, ...] = (ProducerSpec(),)
-    observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
-
-    @model_validator(mode="after")
-    def _one_assignor(self) -> "WorkloadSpec":
-        # each member offers one assignor; members without a common one are refused by the
-        # coordinator (INCONSISTENT_GROUP_PROTOCOL) and never join
-        assignors = {c.assignor for c in self.consumers}
-        if len(assignors) > 1:
-            raise ValueError(f"consumers use different assignors {sorted(a.value for a in assignors)}: the group "
-                             "needs a common one (the coordinator refuses the others with INCONSISTENT_GROUP_PROTOCOL)")
-        return self
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.workload.spec import WorkerConfig
 
 
 class WorkloadRun:

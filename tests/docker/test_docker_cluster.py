@@ -10,7 +10,7 @@ import pytest
 
 from chaos.cluster.admin import retry
 from chaos.cluster.container import LABEL_SESSION
-from chaos.cluster.docker import DockerCluster
+from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from chaos.cluster.admin import retry
-from chaos.cluster.docker import DockerCluster
+from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.local import READY_TOPIC
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import UsageError

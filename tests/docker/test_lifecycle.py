@@ -16,7 +16,7 @@ import pytest
 
 from chaos.cluster.container import LABEL_SESSION, reap_containers
 from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
-from chaos.cluster.docker import DockerCluster
+from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.topology import ClusterSpec
 
 
@@ -43,7 +43,7 @@ def test_an_exception_inside_the_context_removes_every_container(state, docker_h
 
 DRIVER = textwrap.dedent("""
     import json, sys, threading, time
-    from chaos.cluster.docker import DockerCluster
+    from chaos.cluster.container_cluster import DockerCluster
     from chaos.cluster.topology import ClusterSpec
     c = DockerCluster(ClusterSpec.build(brokers=1, lanes=1), docker_host=sys.argv[1])
     t = threading.Thread(target=c.start); t.start(); t.join()

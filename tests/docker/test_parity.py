@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.docker import DockerCluster
+from chaos.cluster.container_cluster import DockerCluster
 from chaos.experiment import load_experiment
 from chaos.runner import judge_once
 

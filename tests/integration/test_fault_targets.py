@@ -15,8 +15,8 @@ from chaos.cluster.admin import retry
 from chaos.experiment import Experiment, FaultSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import judge_once
-from chaos.workload.run import WorkloadRun, WorkloadSpec
-from chaos.workload.spec import ConsumerSpec
+from chaos.model.workload import ConsumerSpec, WorkloadSpec
+from chaos.workload.run import WorkloadRun
 
 CLIENTS = ["confluent-kafka", "kafka-python", "java"]
 

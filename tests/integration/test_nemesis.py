@@ -15,8 +15,8 @@ from chaos.history.event import Kind
 from chaos.history.reader import EventTail, read_history
 from chaos.nemesis.faults import Primitives
 from chaos.runner import run_once
-from chaos.workload.run import WorkloadRun, WorkloadSpec
-from chaos.workload.spec import ConsumerSpec, ProducerSpec
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.workload.run import WorkloadRun
 from tests.scenarios import isr_shrinks_under_a_pairwise_partition
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

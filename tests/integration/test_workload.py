@@ -12,8 +12,8 @@ from chaos.experiment import Experiment, Phases
 from chaos.history.reader import read_history
 from chaos.lifecycle import Run
 from chaos.workload.consumer import inflight_path
-from chaos.workload.run import WorkloadRun, WorkloadSpec
-from chaos.workload.spec import ConsumerSpec, ProducerSpec
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.workload.run import WorkloadRun
 
 
 def _events(run_dir, name):

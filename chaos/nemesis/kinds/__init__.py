@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from chaos.nemesis.target import Role
+from chaos.model.target import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.nemesis.evidence import Active

@@ -10,7 +10,7 @@ import time
 
 from chaos.nemesis.evidence import Active, port_open
 from chaos.nemesis.kinds import FaultKind, Injection, register
-from chaos.nemesis.target import Role
+from chaos.model.target import Role
 
 _NODE_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
 

@@ -13,7 +13,7 @@ import time
 from chaos.nemesis.evidence import Active, states_text, tree_states
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.nemesis.target import MEMBER_ROLES, Role
+from chaos.model.target import MEMBER_ROLES, Role
 
 _ANY_PROCESS = frozenset(Role) - {Role.TOPIC}
 

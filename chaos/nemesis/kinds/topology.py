@@ -9,7 +9,7 @@ import time
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.nemesis.target import Role
+from chaos.model.target import Role
 
 
 def add_partitions(inj: Injection) -> list[Active]:

@@ -16,7 +16,7 @@ from chaos.history.event import Assigned, Commit, Consumed, ErrorEvent, Lost, Re
 from chaos.history.reader import parse_line
 from chaos.history.writer import EventWriter
 from chaos.workload.clients.java import Translator, check_spec, commit_error_name
-from chaos.workload.spec import ConsumerSpec
+from chaos.model.workload import ConsumerSpec
 
 MEMBER = "consumer-1-3935a12c-0459-4b4a-93f8-515b147332cd"
 LOG = "@@log INFO org.apache.kafka.clients.consumer.internals.ConsumerCoordinator [Consumer clientId=consumer-1, groupId=gl] "

@@ -1,0 +1,33 @@
+"""The ground floor: pure, frozen, validated records and enums — what an experiment *is*.
+
+:mod:`chaos.model.experiment` (experiment, faults, triggers, phases, checkers),
+:mod:`chaos.model.workload` (members, producers, client enums),
+:mod:`chaos.model.target` (target roles, link scopes), and the cluster's shape
+(:class:`chaos.cluster.topology.ClusterSpec`). Nothing here talks to a cluster:
+importing the model loads no Kafka client, psutil, docker or pyspark (a test
+holds it to that), so ``chaos plan`` and ``chaos schema`` stay cheap.
+
+Names are imported lazily from their modules: ``from chaos.model import Experiment``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Experiment": "experiment", "FaultSpec": "experiment", "FaultType": "experiment", "Trigger": "experiment",
+    "RandomTrigger": "experiment", "Phases": "experiment", "CheckerConfig": "experiment",
+    "check_seed": "experiment", "SEED_MAX": "experiment",
+    "WorkloadSpec": "workload", "ConsumerSpec": "workload", "ProducerSpec": "workload", "Client": "workload",
+    "Assignor": "workload", "RebalanceProtocol": "workload", "CommitMode": "workload", "WrongMode": "workload",
+    "HandlerErrorPolicy": "workload", "Role": "target", "LinkScope": "target",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'chaos.model' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"chaos.model.{_WHERE[name]}"), name)

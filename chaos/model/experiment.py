@@ -1,0 +1,281 @@
+"""Experiments as reviewable data: a typed, validated record of parts.
+
+An experiment (one YAML file of the catalogue, or the same structure built
+in Python) names the cluster shape, the workload, the fault schedule, the
+phases, which checkers judge the run and with which bounds, and how many runs.
+It is validated when it is built: unknown fields are rejected, and every
+error names the field and what is allowed (:mod:`chaos.experiment` reads the
+files and adds the file name).
+
+Faults: a fault has a ``type`` (one per registered fault kind,
+:mod:`chaos.nemesis.kinds`, which also validates its own fields), a
+``target`` role resolved at the moment of injection, a ``trigger`` (a time,
+a seeded random schedule, or a group state seen live) and a ``duration_s``
+after which it is healed (always — healing runs in ``finally``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from chaos.checkers.result import CheckerName
+from chaos.cluster.topology import ClusterSpec
+from chaos.errors import UsageError
+from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
+from chaos.model.workload import WorkloadSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.nemesis.kinds import FaultKind
+
+
+def _kinds():
+    from chaos.nemesis.kinds import kinds
+
+    return kinds()
+
+
+def _fault_types() -> type[StrEnum]:
+    """The fault types, one per registered fault kind (:mod:`chaos.nemesis.kinds`), families in a fixed order."""
+    from chaos.nemesis.kinds import kinds
+
+    order = ("process", "link", "network", "topology", "membership", "container")
+    registered = sorted(kinds().values(), key=lambda k: (order.index(k.family) if k.family in order else len(order)))
+    enum = StrEnum("FaultType", {k.name.upper(): k.name for k in registered})  # type: ignore[misc]
+    enum.__doc__ = "What a fault does; each heals itself (the heal in brackets): " + "; ".join(
+        f"{k.name}: {k.summary}" for k in registered)
+    return enum
+
+
+#: what a fault does — one member per registered fault kind; each heals itself (see ``chaos plan``)
+FaultType = _fault_types()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RandomTrigger(_Strict):
+    """``count`` occurrences at seeded random times in [start_s, end_s] of the chaos phase."""
+
+    count: Annotated[int, Field(ge=1, le=1000)] = 1
+    start_s: Annotated[float, Field(ge=0)] = 0.0
+    end_s: Annotated[float, Field(gt=0)] | None = None
+    min_gap_s: Annotated[float, Field(ge=0)] = 0.0
+
+
+class Trigger(_Strict):
+    """When a fault fires. Exactly one of ``at_s``, ``random``, ``state``, ``on_revoked``, ``after_generation``.
+
+    State triggers follow the live stream (the coordinator's own log lines and
+    the members' events), because the classic GroupCoordinator
+    (``kafka.coordinator.group.GroupCoordinator``, 2.8–3.9) logs its
+    transitions:
+
+    * ``PreparingRebalance`` — "Preparing to rebalance group G … with old generation N";
+    * ``CompletingRebalance`` — "Stabilized group G generation N+1": despite its
+      wording this is logged in ``onCompleteJoin``, when the join phase ends,
+      the generation is bumped and the coordinator starts waiting for the
+      leader's SyncGroup; the group is Stable only after the leader's
+      assignment is durably stored in ``__consumer_offsets``;
+    * ``Stable`` — the first member's ``assigned`` event of the new
+      generation: SyncGroup responses are sent only after that store.
+    """
+
+    at_s: Annotated[float, Field(ge=0)] | None = None
+    random: RandomTrigger | None = None
+    state: Literal["PreparingRebalance", "CompletingRebalance", "Stable"] | None = None
+    on_revoked: str | None = None
+    after_generation: Annotated[int, Field(ge=1)] | None = None
+    #: state triggers: do not fire before this many seconds into the chaos phase
+    not_before_s: Annotated[float, Field(ge=0)] = 0.0
+    #: state triggers: give up (fault not injected, recorded) after this many seconds
+    timeout_s: Annotated[float, Field(gt=0)] = 60.0
+
+    @model_validator(mode="after")
+    def _one(self) -> "Trigger":
+        chosen = [k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"give exactly one of at_s, random, state, on_revoked, after_generation (got {chosen or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None)
+
+    def describe(self) -> str:
+        k = self.kind
+        v = getattr(self, k)
+        return f"{k}={v.model_dump() if isinstance(v, BaseModel) else v}"
+
+
+class FaultSpec(_Strict):
+    type: FaultType
+    target: Role
+    #: for target node/member: the node (broker-2, zk-1) or member (consumer-1)
+    node: str | None = None
+    #: for target leader: the partition of the workload topic
+    partition: Annotated[int, Field(ge=0)] = 0
+    links: LinkScope = LinkScope.ALL
+    trigger: Trigger = Trigger(at_s=0)
+    #: how long the fault lasts before its heal (0 = heal at once)
+    duration_s: Annotated[float, Field(ge=0)] = 5.0
+    #: toxic parameters: latency_ms, jitter_ms, rate_kb, bytes, avg_size, size_variation, delay_us
+    params: dict[str, float] = Field(default_factory=dict)
+    #: add_partitions: the new total
+    partitions: Annotated[int, Field(ge=1)] | None = None
+    #: partition: the broker cut from the target — a node (broker-2) or a role (controller,
+    #: coordinator, leader, random_broker); default: every other broker
+    peer: str | None = None
+    #: change_subscription: the member's new subscription — ``topic`` (the workload topic) and/or
+    #: ``extra`` (a second topic of the run, created on first use, never produced to)
+    subscription: tuple[Literal["topic", "extra"], ...] | None = None
+
+    @property
+    def kind(self) -> "FaultKind":
+        """The registered kind of this fault (its validation, capability and injection)."""
+        from chaos.nemesis.kinds import kind
+
+        return kind(self.type.value)
+
+    @model_validator(mode="after")
+    def _check(self) -> "FaultSpec":
+        k, r = self.kind, self.target
+        if r not in k.targets:
+            if r is Role.ZOOKEEPER_QUORUM and k.family == "process":
+                raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
+            raise ValueError((k.target_error or f"{k.name} takes target "
+                              f"{', '.join(sorted(t.value for t in k.targets))}").format(target=r.value))
+        if r is Role.ZOOKEEPER_QUORUM and k.family != "process":
+            raise ValueError("zookeeper_quorum takes process faults (kill, terminate, pause, restart)")
+        for name in ("subscription", "peer", "partitions"):
+            if getattr(self, name) is not None and name not in k.fields:
+                owners = sorted(o.name for o in _kinds().values() if name in o.fields)
+                raise ValueError(f"{name} applies to type {' or '.join(owners)} only")
+        if r in (Role.NODE, Role.MEMBER) and not self.node:
+            raise ValueError(f"target {r.value} needs `node` (e.g. {'consumer-1' if r is Role.MEMBER else 'broker-2'})")
+        missing = sorted(k.params - set(self.params))
+        if missing:
+            raise ValueError(f"{k.name} needs params.{missing[0]}")
+        allowed = {"latency_ms", "jitter_ms", "rate_kb", "bytes", "avg_size", "size_variation", "delay_us", "toxicity"}
+        unknown = set(self.params) - allowed
+        if unknown:
+            raise ValueError(f"unknown params {sorted(unknown)}; allowed: {sorted(allowed)}")
+        if k.check is not None:
+            k.check(self)
+        return self
+
+
+class Phases(_Strict):
+    """Phase lengths and bounds — the one place a run's timing is set (see :mod:`chaos.lifecycle`).
+
+    Warm-up ends when every member is assigned (at most ``warmup_timeout_s``), plus ``warmup_s``.
+    """
+
+    warmup_s: Annotated[float, Field(ge=0)] = 2.0
+    #: bound on waiting for every member's first assignment
+    warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    chaos_s: Annotated[float, Field(ge=0)] = 20.0
+    #: after the chaos phase, every fault is healed; this much time is then left for recovery
+    heal_s: Annotated[float, Field(ge=0)] = 0.0
+    #: bound on waiting for the group to commit every record after producers stop
+    quiesce_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class CheckerConfig(_Strict):
+    #: checkers to run (default all nine)
+    only: tuple[CheckerName, ...] | None = None
+    skip: tuple[CheckerName, ...] = ()
+    convergence_s: Annotated[float, Field(ge=0)] | None = None
+    clock_slack_s: Annotated[float, Field(ge=0)] = 0.5
+
+    def names(self) -> list[CheckerName]:
+        chosen = list(self.only) if self.only else list(CheckerName)
+        return [c for c in chosen if c not in self.skip]
+
+
+class Experiment(_Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+    description: str = ""
+    backend: Literal["local", "docker"] = "local"
+    cluster: ClusterSpec = ClusterSpec()
+    workload: WorkloadSpec = WorkloadSpec()
+    faults: tuple[FaultSpec, ...] = ()
+    phases: Phases = Phases()
+    checkers: CheckerConfig = CheckerConfig()
+    runs: Annotated[int, Field(ge=1, le=10000)] = 1
+    #: True when the experiment expects a checker to fail (wrong-mode sensitivity experiments)
+    expect_violation: tuple[CheckerName, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> "Experiment":
+        members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
+        nodes = {f"broker-{i}" for i in range(1, self.cluster.brokers + 1)} | {
+            f"zk-{i}" for i in range(1, self.cluster.zookeepers + 1)}
+        lanes = {f"lane{i}" for i in range(self.cluster.lanes)}
+        for i, f in enumerate(self.faults):
+            if f.target is Role.MEMBER and f.node not in members:
+                raise ValueError(f"faults.{i}.node: {f.node!r} is not a member; members are {sorted(members)}")
+            if f.target is Role.NODE and f.node not in nodes:
+                raise ValueError(f"faults.{i}.node: {f.node!r} is not a node; nodes are {sorted(nodes)}")
+            if f.trigger.on_revoked and f.trigger.on_revoked not in members:
+                raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
+            if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
+                raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
+            # a fault that cannot fire inside the chaos phase would leave a run that tested nothing
+            first, field_name = _earliest_fire_s(f.trigger)
+            if first >= self.phases.chaos_s:
+                raise ValueError(f"faults.{i}.trigger.{field_name}={first:g} is not inside the chaos phase "
+                                 f"(phases.chaos_s={self.phases.chaos_s:g}): the fault could never fire; "
+                                 f"lower it or lengthen phases.chaos_s")
+            if f.kind.check_in is not None:
+                f.kind.check_in(f, self, i)
+            if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
+                raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
+        for i, c in enumerate(self.workload.consumers):
+            if c.lane not in lanes:
+                raise ValueError(f"workload.consumers.{i}.lane: {c.lane!r} does not exist; cluster.lanes={self.cluster.lanes} gives {sorted(lanes)}")
+        for i, p in enumerate(self.workload.producers):
+            if p.lane not in lanes:
+                raise ValueError(f"workload.producers.{i}.lane: {p.lane!r} does not exist; lanes are {sorted(lanes)}")
+        if self.workload.replication > self.cluster.brokers:
+            raise ValueError(f"workload.replication={self.workload.replication} exceeds cluster.brokers={self.cluster.brokers}")
+        return self
+
+    def required_capabilities(self) -> dict[str, "Capability"]:
+        """Fault type -> the backend capability it needs beyond the basic process and link faults."""
+        from chaos.cluster import Capability
+
+        return {f.type.value: Capability(f.kind.capability) for f in self.faults if f.kind.capability}
+
+    def with_overrides(self, **fields: Any) -> "Experiment":
+        data = self.model_dump()
+        for dotted, value in fields.items():
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return Experiment.model_validate(data)
+
+
+def _earliest_fire_s(trigger: Trigger) -> tuple[float, str]:
+    """The earliest second of the chaos phase at which ``trigger`` can fire, and the field that sets it."""
+    if trigger.at_s is not None:
+        return trigger.at_s, "at_s"
+    if trigger.random is not None:
+        return trigger.random.start_s, "random.start_s"
+    return trigger.not_before_s, "not_before_s"
+
+
+#: seeds are recorded in the run's header as a signed 64-bit integer (JSON readers, Parquet BIGINT)
+SEED_MAX = 2**63 - 1
+
+
+def check_seed(seed: int, what: str = "--seed") -> int:
+    """``seed`` if it is in 0..2^63-1; otherwise a UsageError saying so."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"{what} {seed!r}: a seed is an integer from 0 to {SEED_MAX} (2^63-1)")
+    return seed

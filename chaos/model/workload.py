@@ -1,0 +1,170 @@
+"""The workload half of an experiment: group members, producers, and the client enums they use.
+
+Pure records (no Kafka client is imported here): what each member and producer
+of a run does, validated when an experiment is loaded. :mod:`chaos.workload`
+turns them into worker processes.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Client(StrEnum):
+    CONFLUENT_KAFKA = "confluent-kafka"
+    KAFKA_PYTHON = "kafka-python"
+    JAVA = "java"
+
+
+class Assignor(StrEnum):
+    RANGE = "range"
+    ROUNDROBIN = "roundrobin"
+    STICKY = "sticky"
+    COOPERATIVE_STICKY = "cooperative-sticky"
+
+
+class RebalanceProtocol(StrEnum):
+    EAGER = "eager"
+    COOPERATIVE = "cooperative"  # KIP-429 incremental cooperative rebalancing
+
+
+class CommitMode(StrEnum):
+    SYNC = "sync"
+    ASYNC = "async"
+    AUTO = "auto"
+
+
+class WrongMode(StrEnum):
+    """Deliberately wrong consumers a checker must catch (docs/architecture.md, "Invariants")."""
+
+    COMMIT_BEFORE_PROCESS = "commit_before_process"
+    IGNORE_REVOKE = "ignore_revoke"
+    SKIP_RECORDS = "skip_records"
+
+
+class HandlerErrorPolicy(StrEnum):
+    """What a member does when the user's handler raises on a record (``on_handler_error``).
+
+    - ``stop`` (default): the member records an ``error`` event (``fatal`` true, the exception text; the
+      traceback goes to ``workers/<member>.traceback.txt``) and ``member_stop`` clean=false, and exits
+      without leaving the group (the coordinator evicts it after ``session.timeout.ms``), like an
+      application whose poll loop lets the exception escape. Records it had processed before are
+      recorded as consumed, the failing one is not, and nothing past the last commit is committed.
+    - ``skip``: the member records an ``error`` event (``fatal`` false, the exception text) and counts
+      the record as processed (it is consumed and committed past, like a dead-letter-less "log and go on").
+    - ``retry``: the handler is called again up to :data:`HANDLER_RETRIES` more times, waiting
+      :data:`HANDLER_RETRY_BACKOFF_S` doubled each time (0.1, 0.2, 0.4 s: 0.7 s at most, well inside
+      ``max.poll.interval.ms``); each failed attempt is an ``error`` event (``fatal`` false); when the last
+      attempt fails too, the member behaves as with ``stop``.
+    """
+
+    STOP = "stop"
+    SKIP = "skip"
+    RETRY = "retry"
+
+
+#: extra attempts of a record under ``on_handler_error: retry``
+HANDLER_RETRIES = 3
+#: the first wait between two attempts (doubled after each)
+HANDLER_RETRY_BACKOFF_S = 0.1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class ConsumerSpec(_Frozen):
+    """One member of the group under test."""
+
+    client: Client = Client.CONFLUENT_KAFKA
+    assignor: Assignor = Assignor.RANGE
+    #: group.instance.id for KIP-345 static membership; None = dynamic member
+    instance_id: str | None = None
+    session_timeout_ms: Annotated[int, Field(ge=500)] = 6000
+    heartbeat_interval_ms: Annotated[int, Field(ge=100)] = 1000
+    max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 30000
+    commit_mode: CommitMode = CommitMode.SYNC
+    auto_commit_interval_ms: Annotated[int, Field(ge=100)] = 1000
+    #: simulated processing time per record (slow-consumer faults)
+    processing_delay_ms: Annotated[float, Field(ge=0)] = 0.0
+    #: records per poll
+    max_records: Annotated[int, Field(ge=1, le=10000)] = 200
+    #: records processed between two polls (None = the whole poll). Smaller chunks keep records
+    #: queued across polls, where rebalance callbacks run (needed by wrong_mode ignore_revoke)
+    process_chunk: Annotated[int, Field(ge=1)] | None = None
+    #: deliberately wrong behaviour for checker validation; off by default
+    wrong_mode: WrongMode | None = None
+    #: skip_records: drop every n-th record unprocessed (but commit past it)
+    skip_every: Annotated[int, Field(ge=2)] = 10
+    #: client lane (its own proxies) — one lane per member lets it be cut off alone
+    lane: str = "lane0"
+    #: what the member does when the user's handler raises on a record (see HandlerErrorPolicy)
+    on_handler_error: HandlerErrorPolicy = HandlerErrorPolicy.STOP
+
+    @model_validator(mode="after")
+    def _check(self) -> "ConsumerSpec":
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
+        if self.client is Client.CONFLUENT_KAFKA and self.max_poll_interval_ms < self.session_timeout_ms:
+            raise ValueError(f"max_poll_interval_ms={self.max_poll_interval_ms} is below session_timeout_ms="
+                             f"{self.session_timeout_ms}: librdkafka refuses that; lower the session timeout")
+        # what each client library can do, checked at load time (not when the worker starts)
+        if self.client is Client.CONFLUENT_KAFKA and self.assignor is Assignor.STICKY:
+            raise ValueError("confluent-kafka (librdkafka) has no eager sticky assignor: use cooperative-sticky, "
+                             "or client kafka-python / java")
+        if self.client is Client.KAFKA_PYTHON and self.assignor is Assignor.COOPERATIVE_STICKY:
+            raise ValueError("kafka-python has no cooperative-sticky assignor (KIP-429): use client confluent-kafka or java")
+        if self.client is Client.KAFKA_PYTHON and self.instance_id:
+            raise ValueError("kafka-python 2.2 has no group.instance.id (KIP-345): use client confluent-kafka or java")
+        if self.client is Client.JAVA:
+            if self.commit_mode is not CommitMode.SYNC:
+                raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: use commit_mode sync")
+            if self.wrong_mode is not None:
+                raise ValueError("the Java VerifiableConsumer has no wrong_mode: use a Python client for checker validation")
+            if self.processing_delay_ms:
+                raise ValueError("the Java VerifiableConsumer has no processing delay: use a Python client for slow consumers")
+            if self.on_handler_error is not HandlerErrorPolicy.STOP:
+                raise ValueError("the Java VerifiableConsumer runs no handler, so on_handler_error does not apply: "
+                                 "use a Python client (confluent-kafka, kafka-python) for a handler")
+        return self
+
+    @property
+    def protocol(self) -> RebalanceProtocol:
+        """Cooperative for cooperative-sticky (KIP-429), eager for every other assignor."""
+        return RebalanceProtocol.COOPERATIVE if self.assignor is Assignor.COOPERATIVE_STICKY else RebalanceProtocol.EAGER
+
+
+class ProducerSpec(_Frozen):
+    """One producer writing unique, checkable values with acks=all and idempotence."""
+
+    #: records per second (0 = as fast as possible)
+    rate: Annotated[float, Field(ge=0)] = 200.0
+    #: total records (None = until stopped)
+    count: Annotated[int, Field(ge=1)] | None = None
+    delivery_timeout_ms: Annotated[int, Field(ge=1000)] = 30000
+    lane: str = "lane0"
+
+
+class WorkloadSpec(BaseModel):
+    """The workload half of an experiment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partitions: Annotated[int, Field(ge=1, le=1000)] = 12
+    replication: Annotated[int, Field(ge=1)] = 3
+    consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
+    producers: tuple[ProducerSpec, ...] = (ProducerSpec(),)
+    observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+
+    @model_validator(mode="after")
+    def _one_assignor(self) -> "WorkloadSpec":
+        # each member offers one assignor; members without a common one are refused by the
+        # coordinator (INCONSISTENT_GROUP_PROTOCOL) and never join
+        assignors = {c.assignor for c in self.consumers}
+        if len(assignors) > 1:
+            raise ValueError(f"consumers use different assignors {sorted(a.value for a in assignors)}: the group "
+                             "needs a common one (the coordinator refuses the others with INCONSISTENT_GROUP_PROTOCOL)")
+        return self
