@@ -1,19 +1,24 @@
-"""Checkers: pure functions of a history that judge the invariants (docs/architecture.md, "Invariants")."""
+"""Checkers: pure functions of a history that judge the invariants (docs/architecture.md, "Invariants").
 
-from chaos.checkers.bounds import CheckerBounds, ResolvedBounds
-from chaos.checkers.result import CheckerName, Finding, Result, Validity, Verdict, merge_validity
+Names are imported lazily: ``chaos.checkers.result`` (the verdict records, which the experiment model
+refers to) can be imported without loading the history reader or any checker.
+"""
 
-__all__ = ["CheckerBounds", "ResolvedBounds", "CheckerName", "Finding", "Result", "Validity", "Verdict",
-           "merge_validity", "run_checkers", "judge_run"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "CheckerBounds": "bounds", "ResolvedBounds": "bounds",
+    "CheckerName": "result", "Finding": "result", "Result": "result", "Validity": "result", "Verdict": "result",
+    "merge_validity": "result", "run_checkers": "registry", "judge_run": "judge",
+}
+
+__all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):  # lazy: importing the package must not import every checker
-    if name == "run_checkers":
-        from chaos.checkers.registry import run_checkers
-
-        return run_checkers
-    if name == "judge_run":
-        from chaos.checkers.judge import judge_run
-
-        return judge_run
-    raise AttributeError(name)
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'chaos.checkers' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"chaos.checkers.{_WHERE[name]}"), name)

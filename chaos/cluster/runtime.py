@@ -15,7 +15,6 @@ last, so a second :func:`ensure` is a no-op and an interrupted fetch is redone.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -24,14 +23,11 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.errors import UsageError
+from chaos.model.cluster import DEFAULT_KAFKA_VERSION, validate_kafka_version  # noqa: F401 - re-exported
 
-DEFAULT_KAFKA_VERSION = "3.9.1"
 TOXIPROXY_VERSION = "2.12.0"
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 
-# ZooKeeper mode exists from the first release to 3.9.x; 4.x is KRaft-only
-# (KIP-833). Older than 2.8 is not tested and uses a different tools layout.
-_VERSION_RE = re.compile(r"^(2\.8|3\.[0-9])\.[0-9]+$")
 
 Progress = Callable[[str], None]
 
@@ -39,16 +35,6 @@ Progress = Callable[[str], None]
 def cache_root() -> Path:
     """The single cache directory for everything fetched."""
     return Path(os.environ.get("KAFKA_CHAOS_CACHE", Path.home() / ".cache" / "kafka-chaos"))
-
-
-def validate_kafka_version(version: str) -> str:
-    """Reject versions this backend cannot run, at load time."""
-    if not _VERSION_RE.match(version):
-        raise UsageError(
-            f"unknown Kafka version {version!r}: use a ZooKeeper-mode release 2.8.x-3.9.x "
-            f"(e.g. {DEFAULT_KAFKA_VERSION})"
-        )
-    return version
 
 
 @dataclass(frozen=True, slots=True)

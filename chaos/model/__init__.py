@@ -2,8 +2,8 @@
 
 :mod:`chaos.model.experiment` (experiment, faults, triggers, phases, checkers),
 :mod:`chaos.model.workload` (members, producers, client enums),
-:mod:`chaos.model.target` (target roles, link scopes), and the cluster's shape
-(:class:`chaos.cluster.topology.ClusterSpec`). Nothing here talks to a cluster:
+:mod:`chaos.model.target` (target roles, link scopes) and :mod:`chaos.model.cluster`
+(the cluster's shape, the Kafka versions it may run). Nothing here talks to a cluster:
 importing the model loads no Kafka client, psutil, docker or pyspark (a test
 holds it to that), so ``chaos plan`` and ``chaos schema`` stay cheap.
 
@@ -21,7 +21,8 @@ _WHERE = {
     "check_seed": "experiment", "SEED_MAX": "experiment",
     "WorkloadSpec": "workload", "ConsumerSpec": "workload", "ProducerSpec": "workload", "Client": "workload",
     "Assignor": "workload", "RebalanceProtocol": "workload", "CommitMode": "workload", "WrongMode": "workload",
-    "HandlerErrorPolicy": "workload", "Role": "target", "LinkScope": "target",
+    "HandlerErrorPolicy": "workload", "Role": "target", "LinkScope": "target", "ClusterSpec": "cluster",
+    "DEFAULT_KAFKA_VERSION": "cluster",
 }
 
 __all__ = sorted(_WHERE)

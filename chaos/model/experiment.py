@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chaos.checkers.result import CheckerName
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 from chaos.errors import UsageError
 from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
 from chaos.model.workload import WorkloadSpec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from chaos.cluster import Capability
     from chaos.nemesis.kinds import FaultKind
 
 

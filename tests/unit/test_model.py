@@ -1,0 +1,29 @@
+"""The model layer is pure: importing it (and building an experiment) loads nothing that talks to a cluster."""
+
+import subprocess
+import sys
+
+RUNTIME = ("confluent_kafka", "kafka", "psutil", "docker", "pyspark", "requests", "testcontainers", "orjson")
+
+
+def test_importing_the_model_loads_no_runtime_library():
+    code = ("import sys\n"
+            "import chaos.model.experiment, chaos.model.workload, chaos.model.target, chaos.model.cluster\n"
+            "from chaos.model import Experiment, ClusterSpec\n"
+            "Experiment.model_validate({'name': 'x', 'faults': [{'type': 'pause', 'target': 'random_member',"
+            " 'trigger': {'at_s': 1}}]})\n"
+            f"print(','.join(m for m in {RUNTIME!r} if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"the model imported: {out.stdout.strip()}"
+
+
+def test_the_plan_and_schema_commands_need_no_kafka_client():
+    code = ("import sys\n"
+            "from chaos.experiment import json_schema, load_experiment\n"
+            "from chaos.nemesis.schedule import plan\n"
+            "json_schema(); plan(load_experiment('baseline'), 1)\n"
+            "print(','.join(m for m in ('confluent_kafka', 'kafka', 'psutil', 'docker', 'pyspark') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", out.stdout
