@@ -60,15 +60,8 @@ def missing_capabilities(cluster: Any, exp: Experiment) -> str | None:
 
 
 def _why_not(cluster: Any, cap: Any) -> str:
-    from chaos.cluster import firewall
-    from chaos.cluster import Capability
-
-    if cluster.backend_name == "docker":
-        return "the docker backend has it only on its own network: run inside the engine's namespace, " \
-               "`scripts/docker-engine.sh run --netns NAME -- chaos run ...`"
-    if cap is Capability.PAIR_PARTITION:
-        return firewall.unavailable_reason() or "unavailable"
-    return "local processes share one network: use --backend docker"
+    """The backend's own reason (which part is missing, or why it cannot work here)."""
+    return cluster.unavailable_reason(cap) or "unavailable"
 
 
 class Run:
