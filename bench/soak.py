@@ -111,15 +111,42 @@ def main() -> int:
     phased = sum(r["phased"] for r in per.values())
     landed = sum(r["landed"] for r in per.values())
     orphans = sum(len(v) for v in left.values())
+    # the figures bench/experiments.py reports, with its definitions: wall time against the floor the phases
+    # imply, trigger->effect latency of state-triggered faults (from the broker's own log line), time triggers
+    by_name = {e.name: e for e in exps}
+    ratios = sorted(o.wall_s / floor for o in outcomes if o.valid != "error" and by_name[o.experiment].faults
+                    and not by_name[o.experiment].expect_violation
+                    and (floor := sum((by_name[o.experiment].phases.warmup_s, by_name[o.experiment].phases.chaos_s,
+                                       by_name[o.experiment].phases.heal_s))) > 0)
+    lat = sorted(f["trigger_to_effect_ms"] for o in outcomes for f in o.faults
+                 if f.get("fired") and f.get("trigger_to_effect_ms") is not None and f.get("trigger_signal"))
+    lat_time = sorted(f["trigger_to_effect_ms"] for o in outcomes for f in o.faults
+                      if f.get("fired") and f.get("trigger_to_effect_ms") is not None and not f.get("trigger_signal"))
+
+    def pct(xs: list[float], q: float) -> float | None:
+        return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else None
     summary = {"runs": runs, "unexpected": unexpected, "phase_hits": landed, "phase_targeted": phased,
                "phase_hit_rate": round(landed / phased, 4) if phased else None,
                "runs_per_hour": round(runs / wall * 3600, 1) if wall else None, "wall_s": round(wall, 1),
                "orphans": left, "stopped": stopped, "runs_dir": str(out),
+               "wall_over_floor": {"median": pct(ratios, .5), "max": ratios[-1] if ratios else None, "n": len(ratios)},
+               "state_trigger_to_effect_ms": {"p50": pct(lat, .5), "p95": pct(lat, .95),
+                                              "max": lat[-1] if lat else None, "n": len(lat)},
+               "time_trigger_to_effect_ms": {"p50": pct(lat_time, .5), "p95": pct(lat_time, .95), "n": len(lat_time)},
                "unexpected_runs": [{"experiment": o.experiment, "seed": o.seed, "valid": o.valid,
                                     "failed": o.failed_checkers, "error": o.error, "run_dir": o.run_dir}
                                    for o in outcomes if not o.expected]}
     print(f"\nruns {runs}  unexpected {unexpected}  phase hits {int(landed)}/{int(phased)}"
           f"  runs/hour {summary['runs_per_hour']}  orphans {orphans}  wall {wall / 60:.1f} min")
+    if ratios:
+        print(f"wall/floor (fault experiments, not the wrong consumers): median {pct(ratios, .5):.2f}, "
+              f"max {ratios[-1]:.2f} over {len(ratios)} runs")
+    if lat:
+        print(f"state trigger -> effect over {len(lat)} faults: p50 {pct(lat, .5):.1f} ms, "
+              f"p95 {pct(lat, .95):.1f} ms, max {lat[-1]:.1f} ms")
+    if lat_time:
+        print(f"time trigger -> effect over {len(lat_time)} faults: p50 {pct(lat_time, .5):.1f} ms, "
+              f"p95 {pct(lat_time, .95):.1f} ms")
     if stopped:
         print(f"stopped early: {stopped}")
     (out / "soak-summary.json").write_text(json.dumps(summary, indent=1))
