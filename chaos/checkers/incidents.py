@@ -129,6 +129,10 @@ def collect(history: History, tracebacks: Mapping[str, str] | None = None) -> tu
     return tuple(i for _, _, i in out)
 
 
+#: a client error this close before an unexplained stop is taken as what the member said about it
+_RECENT_NS = 5_000_000_000
+
+
 def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None:
     fault_windows: dict[str, list[tuple[int, int]]] = {}
     ends = {f.fault_id: f.mono_ns for f in of(FaultEnd)}
@@ -136,7 +140,9 @@ def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None
         if f.node:
             fault_windows.setdefault(f.node, []).append((f.mono_ns, ends.get(f.fault_id, cutoff)))
     errors: dict[str, list[ErrorEvent]] = {}
+    any_errors: dict[str, list[ErrorEvent]] = {}
     for e in of(ErrorEvent):
+        any_errors.setdefault(e.source, []).append(e)
         if e.fatal:
             errors.setdefault(e.source, []).append(e)
     explained_errors: set[int] = set()
@@ -161,9 +167,18 @@ def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None
             add(IncidentKind.MEMBER_DIED, stop, stop.source, text, last.seq, stop.seq,
                 traceback=tb.get(stop.source))
         else:
-            how = f"ended by {stop.signal}" if stop.signal else "exited without recording why"
+            # no fatal error, but the client may have said why in a non-fatal one just before (e.g.
+            # librdkafka's "Static consumer fenced" delivered as _FATAL while fatal() is false)
+            before = [e for e in any_errors.get(stop.source, ())
+                      if stop.mono_ns - _RECENT_NS <= e.mono_ns <= stop.mono_ns]
+            if stop.signal:
+                how = f"ended by {stop.signal}"
+            elif before:
+                how = f"exited after the client error: {before[-1].message}"
+            else:
+                how = "exited without recording why"
             add(IncidentKind.MEMBER_DIED, stop, stop.source, f"member {stop.source} died: {how} (no fault on it)",
-                stop.seq, traceback=tb.get(stop.source))
+                stop.seq, *([before[-1].seq] if before and not stop.signal else []), traceback=tb.get(stop.source))
     for source, errs in sorted(errors.items()):
         for e in errs:
             if e.seq not in explained_errors:

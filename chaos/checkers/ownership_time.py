@@ -16,8 +16,10 @@ coordinator's own word or by A's — any of:
   lacks A's member id (the coordinator had already removed it);
 - A's own error saying it left the group after ``max.poll.interval.ms``
   (librdkafka ``_MAX_POLL_EXCEEDED``, KIP-62);
-- another member started with A's ``group.instance.id`` (KIP-345: the
-  coordinator replaces A, which learns it only when fenced).
+- another member started with A's ``group.instance.id``, or was assigned
+  partitions under it (KIP-345: the coordinator maps the instance id to the
+  member whose JoinGroup it handled last and replaces A, which learns it only
+  when fenced — the later *joiner*, not necessarily the later process).
 
 A fault on A (a pause, a black-holed or slowed link) is not such evidence by
 itself: a slow link does not evict a member, and even a frozen one holds its
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
@@ -82,6 +85,8 @@ class _Window:
 
 _TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop, Consumed, Commit, BrokerLog,
           FaultStart, FaultEnd, ErrorEvent)
+_Streamed = (MemberStart | Assigned | Revoked | Lost | MemberStop | Consumed | Commit | BrokerLog | FaultStart | FaultEnd
+             | ErrorEvent)
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -129,10 +134,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             holders[src] = (seq, ns)
 
     group_of: dict[str, str] = {}
-    for e in idx.stream(_TYPES):
-        t = type(e)
+    for e in cast("list[_Streamed]", idx.stream(_TYPES)):
         src = e.source
-        if t is Consumed:
+        if type(e) is Consumed:
             tp = (e.topic, e.partition)
             held = holding.get(src)
             if held is not None and tp in held:
@@ -148,13 +152,13 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 else:
                     stray += 1
                     log.note(f"{src} processed {fmt_tp(tp)} without holding it (nobody else held it)", e.seq)
-        elif t is Commit:
+        elif type(e) is Commit:
             if windows and e.outcome is Outcome.OK:
                 for topic, part, _ in e.offsets:
                     for w in zombie_windows.get((e.group, src, (topic, part)), ()):
                         if w.processed and w.commit_seq is None:
                             w.commit_seq = e.seq
-        elif t is Assigned:
+        elif type(e) is Assigned:
             group_of[src] = e.group
             if e.member_id is not None:
                 member_id[src] = e.member_id
@@ -166,19 +170,26 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             new = [tp for tp in e.partitions if tp not in held]
             held.update(e.partitions)
             acquire(src, e.group, new, e.seq, e.mono_ns)
-        elif t is Revoked or t is Lost:
+            inst = instance_of.get(src)
+            if inst is not None:
+                # KIP-345: the coordinator maps an instance id to the member that joined last, whichever
+                # process started first; the other member with that instance id is replaced from now on
+                for other, other_inst in instance_of.items():
+                    if other != src and other_inst == inst:
+                        displaced.setdefault(other, []).append((e.mono_ns, e.seq))
+        elif type(e) is Revoked or type(e) is Lost:
             if e.member_id is not None:
                 member_id[src] = e.member_id
             held = holding.setdefault(src, set())
             release(src, e.group, list(e.partitions), e.seq, e.mono_ns)
             held.difference_update(e.partitions)
-        elif t is MemberStart or t is MemberStop:
+        elif type(e) is MemberStart or type(e) is MemberStop:
             group_of[src] = e.group
             held = holding.get(src)
             if held:
                 release(src, e.group, list(held), e.seq, e.mono_ns)
             holding[src] = set()
-            if t is MemberStart:
+            if type(e) is MemberStart:
                 member_id[src] = None
                 instance_of.pop(src, None)
                 if e.instance_id is not None:
@@ -186,19 +197,19 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                         if inst == (e.group, e.instance_id):
                             displaced.setdefault(other, []).append((e.mono_ns, e.seq))
                     instance_of[src] = (e.group, e.instance_id)
-        elif t is BrokerLog:
+        elif type(e) is BrokerLog:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
-        elif t is FaultStart:
+        elif type(e) is FaultStart:
             rec = [e.mono_ns, e.seq, None, e.fault_type]
             fault_by_id[e.fault_id] = rec
             if e.node:
                 faults.setdefault(e.node, []).append(rec)
-        elif t is FaultEnd:
+        elif type(e) is FaultEnd:
             rec = fault_by_id.get(e.fault_id)
             if rec is not None:
                 rec[2] = e.mono_ns
-        elif t is ErrorEvent:
+        elif type(e) is ErrorEvent:
             if e.error_name and "MAX_POLL" in normalise_error_name(e.error_name):
                 displaced.setdefault(src, []).append((e.mono_ns, e.seq))
 

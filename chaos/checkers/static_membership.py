@@ -24,6 +24,7 @@ A carries on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import index_of
@@ -44,6 +45,7 @@ from chaos.history import (
 from chaos.outcome import Outcome, is_fenced_instance
 
 NAME = CheckerName.STATIC_MEMBERSHIP
+_Streamed = MemberStart | MemberStop | Assigned | ErrorEvent | Commit | BrokerLog | GroupStateSample | FaultStart
 
 
 @dataclass(slots=True)
@@ -71,6 +73,7 @@ class _Duplicate:
     assigned_seq: int | None = None
     fenced: bool = False
     wrong_fenced: int | None = None
+    swapped: bool = False
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -101,15 +104,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                           r.stop_seq, r.start_seq, *(s for _, s in reasons[:3]))
 
     types = (MemberStart, MemberStop, Assigned, ErrorEvent, Commit, BrokerLog, GroupStateSample, FaultStart)
-    for e in idx.stream(types):
-        t = type(e)
+    for e in cast("list[_Streamed]", idx.stream(types)):
         ns = e.mono_ns
         if restarts:
             for src, r in list(restarts.items()):
                 if ns > r.deadline_ns:
                     del restarts[src]
                     close_restart(r, None)
-        if t is MemberStart:
+        if type(e) is MemberStart:
             for r in restarts.values():
                 if e.source != r.source:
                     r.disturbed = True
@@ -124,40 +126,47 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                                                   ns + e.session_timeout_ms * 1_000_000 + slack,
                                                   group_gen.get(e.group))
             starts[e.source] = e
-        elif t is MemberStop:
-            s = starts.pop(e.source, None)
+        elif type(e) is MemberStop:
+            stopped = starts.pop(e.source, None)
             for r in restarts.values():
                 if r.source != e.source:
                     r.disturbed = True
             for d in duplicates:
                 if d.older == e.source:
                     d.fenced = True
-            if s is not None and s.instance_id is not None:
-                last_stop[(s.group, s.instance_id)] = (ns, e.seq, s.session_timeout_ms * 1_000_000)
-        elif t is Assigned:
-            r = restarts.pop(e.source, None)
-            if r is not None:
-                close_restart(r, e)
+            if stopped is not None and stopped.instance_id is not None:
+                last_stop[(stopped.group, stopped.instance_id)] = (ns, e.seq, stopped.session_timeout_ms * 1_000_000)
+        elif type(e) is Assigned:
+            restart = restarts.pop(e.source, None)
+            if restart is not None:
+                close_restart(restart, e)
             for d in duplicates:
                 if d.newer == e.source and d.assigned_seq is None:
                     d.assigned_seq = e.seq
-        elif t is ErrorEvent or (t is Commit and e.outcome is Outcome.FAIL):
+                elif d.older == e.source and d.assigned_seq is not None and not d.swapped and not d.fenced:
+                    # KIP-345 maps the instance id to the member whose JoinGroup the coordinator handled
+                    # last, not to the process started last: the one started first joined after the
+                    # other (a slower client start), so it took the instance over and the roles swap
+                    d.older, d.newer, d.assigned_seq, d.swapped = d.newer, d.older, e.seq, True
+                    if d.wrong_fenced is not None:  # the one fenced is the older after all: as it should be
+                        d.fenced, d.wrong_fenced = True, None
+        elif type(e) is ErrorEvent or (type(e) is Commit and e.outcome is Outcome.FAIL):
             if is_fenced_instance(e.error_code, e.error_name):
                 for d in duplicates:
                     if d.older == e.source:
                         d.fenced = True
                     elif d.newer == e.source and not d.fenced and d.wrong_fenced is None:
                         d.wrong_fenced = e.seq
-        elif t is Commit:
+        elif type(e) is Commit:
             if e.outcome is Outcome.OK:
                 for d in duplicates:
                     if d.older == e.source and d.assigned_seq is not None and not d.fenced:
                         log.violation(f"group {d.group}: {d.older} still had a commit accepted after {d.newer} "
                                       f"took over instance id {d.instance_id}", d.start_seq, d.assigned_seq, e.seq)
-        elif t is FaultStart:
+        elif type(e) is FaultStart:
             for r in restarts.values():
                 r.disturbed = True
-        elif t is BrokerLog:
+        elif type(e) is BrokerLog:
             if e.event is BrokerLogEvent.MEMBER_FAILED:
                 for r in restarts.values():
                     r.disturbed = True
@@ -170,7 +179,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 for r in restarts.values():
                     if r.group == e.group:
                         r.rebalance.append((f"broker {e.broker} started preparing a rebalance", e.seq))
-        elif t is GroupStateSample:
+        elif type(e) is GroupStateSample:
             if e.state is GroupState.STABLE and e.generation is not None:
                 for r in restarts.values():
                     if r.group == e.group and r.base_gen is not None and e.generation > r.base_gen:
