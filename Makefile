@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup setup-browser setup-docker demo test test-fast bench clean
+.PHONY: setup setup-browser setup-docker demo test test-fast lint bench clean
 
 setup: $(STAMP)
 	@$(BIN)/chaos setup
@@ -34,12 +34,17 @@ setup-docker: $(STAMP)
 	@scripts/docker-engine.sh install || echo "docker backend unavailable (see above): docker tests will be skipped"
 
 # the docker tests run with an engine of their own inside a network namespace of their own
-test: setup setup-browser setup-docker
+test: setup setup-browser setup-docker lint
 	$(BIN)/python -m pytest --ignore=tests/docker
 	@# images are built in the root namespace (debootstrap needs Debian's mirror; the test namespace has
 	@# only loopback), into the engine's data root that the namespaced engine then uses
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
+
+# ruff and mypy (config in pyproject.toml); silent when clean
+lint: setup
+	@$(BIN)/ruff check --quiet chaos tests bench fixtures
+	@$(BIN)/mypy --no-error-summary chaos
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"

@@ -81,7 +81,7 @@ def main() -> None:
             res[profile]["start"].append(s)
             res[profile]["stop"].append(t)
     reaps = [reap_time(args.brokers) for _ in range(max(1, args.runs // 2))]
-    ratios = [a / b for a, b in zip(res["fast-start"]["start"], res["kafka-default"]["start"])]
+    ratios = [a / b for a, b in zip(res["fast-start"]["start"], res["kafka-default"]["start"], strict=False)]
     out = {
         "cpus": os.cpu_count(), "brokers": args.brokers, "runs": args.runs,
         "start_fast": res["fast-start"]["start"], "start_kafka_default": res["kafka-default"]["start"],
@@ -90,7 +90,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"ZooKeeper + {args.brokers} brokers + Toxiproxy, cold start until usable, {args.runs} runs, {os.cpu_count()} cpus (seconds)")
+    print(f"ZooKeeper + {args.brokers} brokers + Toxiproxy, cold start until usable, {args.runs} runs, "
+          f"{os.cpu_count()} cpus (seconds)")
     print(f"  start, fast-start JVM flags (default)   {fmt(res['fast-start']['start'])}")
     print(f"  start, Kafka's own JVM flags            {fmt(res['kafka-default']['start'])}")
     print(f"  ratio fast-start / Kafka flags (paired) {fmt(ratios)}")

@@ -38,8 +38,8 @@ import time
 
 import docker
 
-from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
 from chaos.cluster.container_cluster import DockerCluster
+from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
 from chaos.cluster.images import base_tag, ensure_images
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import kafka_runtime, toxiproxy_runtime
@@ -87,7 +87,8 @@ def main() -> None:
     if args.warm_only:
         return warm_only(engine, spec, args)
     if engine.running() is not None:
-        sys.exit("a kafka-chaos dockerd is already running: stop it (scripts/docker-engine.sh stop) so cold starts can restart it")
+        sys.exit("a kafka-chaos dockerd is already running: stop it (scripts/docker-engine.sh stop) "
+                 "so cold starts can restart it")
     try:
         t0 = time.monotonic()
         engine.start()
@@ -123,7 +124,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"ZooKeeper + {args.brokers} brokers + Toxiproxy until usable, {args.runs} rounds, {os.cpu_count()} cpus (seconds)")
+    print(f"ZooKeeper + {args.brokers} brokers + Toxiproxy until usable, {args.runs} rounds, "
+          f"{os.cpu_count()} cpus (seconds)")
     print(f"  local backend (same run)                {fmt(res['local'])}")
     print(f"  docker, cold (engine just started)      {fmt(res['cold'])}")
     print(f"  docker, warm                            {fmt(res['warm'])}")

@@ -26,8 +26,8 @@ from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.workload.consumer import Member
 from chaos.workload.clients.confluent import ConfluentClient
+from chaos.workload.consumer import Member
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
 
 
@@ -106,9 +106,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--pairs", type=int, default=3)
     args = ap.parse_args()
-    prod, floor = zip(*(bench_writer(args.events) for _ in range(3)))
+    prod, floor = zip(*(bench_writer(args.events) for _ in range(3)), strict=False)
     print(f"history writer, {args.events} consumed events x3: median {statistics.median(prod):,.0f} events/s "
-          f"(bare orjson+write floor {statistics.median(floor):,.0f}/s, ratio {statistics.median(prod) / statistics.median(floor):.2f})")
+          f"(bare orjson+write floor {statistics.median(floor):,.0f}/s, "
+          f"ratio {statistics.median(prod) / statistics.median(floor):.2f})")
     with LocalCluster(ClusterSpec.build(brokers=1, lanes=1)) as cluster, tempfile.TemporaryDirectory() as d:
         topic = "bench"
         cluster.admin.create_topic(topic, 12, 1)
@@ -122,7 +123,7 @@ def main() -> None:
         for i in range(args.pairs):
             on.append(drain(cluster, topic, args.records, True, Path(d) / f"on{i}", f"on{i}"))
             off.append(drain(cluster, topic, args.records, False, Path(d) / f"off{i}", f"off{i}"))
-        ratios = [a / b for a, b in zip(on, off)]
+        ratios = [a / b for a, b in zip(on, off, strict=False)]
         print(f"consumer drain of {args.records} records, {args.pairs} pairs: logging on median "
               f"{statistics.median(on):,.0f} rec/s, off {statistics.median(off):,.0f} rec/s, "
               f"ratio on/off median {statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f})")

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,7 +52,7 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -240,7 +241,8 @@ def _my_sessions() -> tuple[list[Path], list[Path]]:
     """
     from chaos.process import detached_sessions
 
-    mine, theirs = [], []
+    mine: list[Path] = []
+    theirs: list[Path] = []
     for d in detached_sessions():
         try:
             (mine if d.stat().st_uid == os.getuid() else theirs).append(d)
@@ -273,7 +275,8 @@ def cluster_status(as_json) -> None:
     if not out:
         click.echo("no cluster running (start one with: chaos cluster up)")
     for status in out:
-        click.echo(f"cluster {status['session']}  kafka {status['kafka_version']}  bootstrap(ctl) {status['bootstrap']['ctl']}")
+        click.echo(f"cluster {status['session']}  kafka {status['kafka_version']}  "
+                   f"bootstrap(ctl) {status['bootstrap']['ctl']}")
         for name, node in status["nodes"].items():
             click.echo(f"  {name:10s} pid {node['pid']:<8} {'running' if node['running'] else 'DOWN'}  log {node['log']}")
 
@@ -438,9 +441,10 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     check_seed(seed)
     exp = load_experiment(experiment, directories)
     planned = make_plan(exp, seed)
-    docs = [{"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value, "node": f.spec.node,
-             "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger)}
-            for f in planned]
+    docs: list[dict[str, Any]] = [
+        {"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value, "node": f.spec.node,
+         "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger)}
+        for f in planned]
     if as_json:
         click.echo(json.dumps(docs, indent=1))
         return
@@ -453,7 +457,7 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("fault", "at", "type", "target", "duration", "trigger"):
         table.add_column(col, overflow="fold")
-    for d, f in zip(docs, planned):
+    for d, f in zip(docs, planned, strict=False):
         target = d["target"] + (f" {d['node']}" if d["node"] else "")
         at = f"{d['at_s']:g} s" if d["at_s"] is not None else "on state"
         table.add_row(d["fault_id"], at, d["type"], target, f"{d['duration_s']:g} s", _trigger_text(f.spec.trigger))
@@ -485,8 +489,8 @@ def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, d
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
     faults.json and logs."""
     from chaos.experiment import catalogue, load_experiment
-    from chaos.runner import BatchStopped, exit_code, parse_budget, run_experiments, run_nightly
     from chaos.run_progress import RunProgress
+    from chaos.runner import BatchStopped, exit_code, parse_budget, run_experiments, run_nightly
 
     if not experiments and not nightly:
         raise UsageError("name at least one experiment (see `chaos list`), or use --nightly for the whole catalogue")
@@ -498,7 +502,7 @@ def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, d
         bad = [e for _, e in entries if isinstance(e, UsageError)]
         if bad:
             raise UsageError(f"invalid catalogue entry: {_one_line(bad[0])}")
-        exps = [e for _, e in entries]
+        exps = [e for _, e in entries if not isinstance(e, UsageError)]  # none is, checked just above
         if not exps:
             raise UsageError("the catalogue is empty: name experiment files, or add --dir")
     if kafka_version:

@@ -17,8 +17,8 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from confluent_kafka import Consumer, Producer
 
@@ -101,7 +101,8 @@ def run_demo(out: Path, say: Say = print, records: int = 3000) -> dict:
     t0 = time.monotonic()
     with LocalCluster(ClusterSpec(brokers=3, zookeepers=1, lanes=2)) as cluster:
         summary["startup_seconds"] = round(cluster.startup_seconds or 0, 2)
-        say(f"cluster up in {summary['startup_seconds']} s: ZooKeeper + 3 brokers + Toxiproxy ({len(cluster.link_names())} proxied links)")
+        say(f"cluster up in {summary['startup_seconds']} s: ZooKeeper + 3 brokers + Toxiproxy "
+            f"({len(cluster.link_names())} proxied links)")
         say(f"  controller: {cluster.controller()}   clients bootstrap via proxies: {cluster.bootstrap('lane0')}")
         topic = "demo"
         cluster.admin.create_topic(topic, 3, 3)
@@ -113,6 +114,7 @@ def run_demo(out: Path, say: Say = print, records: int = 3000) -> dict:
         summary.update(produced=n_acked, consumed=consumed)
 
         victim = cluster.leader_of(topic, 0)
+        assert victim is not None  # the topic was created and produced to just above
         link = f"lane0.{victim}"
         cluster.link_down(link)
         cut = cluster.produce_probe(topic, lane="lane0", timeout=3.0, partition=0)

@@ -15,11 +15,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from chaos.errors import UsageError
+
 # the records themselves live in the model layer; this module reads them from files
 from chaos.model.experiment import (  # noqa: F401 - re-exported
-    SEED_MAX, CheckerConfig, Experiment, FaultSpec, FaultType, Phases, RandomTrigger, Trigger, check_seed,
+    SEED_MAX,
+    CheckerConfig,
+    Experiment,
+    FaultSpec,
+    FaultType,
+    Phases,
+    RandomTrigger,
+    Trigger,
+    check_seed,
 )
 from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - re-exported
+
 
 def _error_line(source: str, exc: ValidationError) -> str:
     """One line for a pydantic error: ``SOURCE: FIELD: what is wrong (got VALUE)`` and how many more."""

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.result import CheckerName, Verdict
@@ -51,12 +52,15 @@ def handler_ref(handler: str | Callable | None) -> str | None:
 class ConsumerGroup:
     """The group under test: its members are worker processes of the run."""
 
-    def __init__(self, test: "ChaosTest"):
+    def __init__(self, test: ChaosTest):
         self._test = test
 
     @property
     def run(self) -> WorkloadRun:
-        return self._test.run
+        run = self._test.run
+        if run is None:  # a ConsumerGroup is handed out by consumer_group(), which starts the run
+            raise UsageError("start the group first: consumer_group()")
+        return run
 
     @property
     def members(self) -> list[str]:
@@ -83,7 +87,7 @@ class ConsumerGroup:
 class ChaosControl:
     """Faults on roles, each a context manager that heals on exit (the run's nemesis fires them)."""
 
-    def __init__(self, test: "ChaosTest"):
+    def __init__(self, test: ChaosTest):
         self._test = test
 
     @contextmanager
@@ -103,7 +107,8 @@ class ChaosControl:
             spec = FaultSpec(type=type, target=target, node=node, links=links, params=params or {},
                              partition=partition, trigger=trigger, duration_s=0)
         except Exception as exc:  # pydantic's ValidationError: one line
-            raise UsageError(f"fault {type} on {target}: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+            detail = exc.errors()[0]["msg"] if hasattr(exc, "errors") else exc
+            raise UsageError(f"fault {type} on {target}: {detail}") from None
         with run.nemesis.fire(spec, when=when, timeout_s=timeout_s) as nodes:
             yield nodes
 

@@ -90,14 +90,14 @@ class Run:
         self._healed = False
 
     # ------------------------------------------------------------ context
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self.start()
 
     def __exit__(self, exc_type, *exc) -> None:
         if self.verdict is None:
             self.abort()
 
-    def start(self) -> "Run":
+    def start(self) -> Run:
         """Refuse a cluster that lacks a capability the faults need; record the schedule; start the workload."""
         why = missing_capabilities(self.cluster, self.experiment)
         if why:

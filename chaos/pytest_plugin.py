@@ -155,8 +155,9 @@ def history(_chaos_test):
 
 
 @pytest.fixture
-def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
-    """``run_experiment(name_or_path=None, seed=None, runs=None)`` -> list of RunOutcome; unexpected verdicts fail the test."""
+def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, kafka_cluster_spec):
+    """``run_experiment(name_or_path=None, seed=None, runs=None)`` -> list of RunOutcome; unexpected verdicts fail
+    the test."""
     from chaos.experiment import load_experiment
     from chaos.runner import RunOutcome, run_series
 
@@ -167,7 +168,8 @@ def run_experiment(request, chaos_settings, _chaos_pool, kafka_cluster_spec):
         params = _marker(request)
         name = experiment or params.get("experiment")
         if not name:
-            raise pytest.UsageError("run_experiment needs an experiment: run_experiment('name') or @pytest.mark.chaos(experiment='name')")
+            raise pytest.UsageError("run_experiment needs an experiment: run_experiment('name') "
+                                    "or @pytest.mark.chaos(experiment='name')")
         path = Path(name)
         if not path.exists() and (chaos_settings["experiments"] / f"{name}.yaml").is_file():
             path = chaos_settings["experiments"] / f"{name}.yaml"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
@@ -39,7 +39,7 @@ class RunProgress:
         self._offsets: dict[str, int] = {}
         self._thread = threading.Thread(target=self._follow, name="run-progress", daemon=True)
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         self._thread.start()
         return self
 

@@ -27,17 +27,20 @@ import os
 import random
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from chaos.checkers.result import Validity
-from chaos.cluster import new_cluster
-from chaos.cluster.local import LocalCluster
+from chaos.cluster import Cluster, new_cluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.errors import InfrastructureError, UsageError
 from chaos.experiment import Experiment, check_seed
 from chaos.lifecycle import Run
+
+if TYPE_CHECKING:
+    from chaos.cluster.container_engine import DockerEngine
 
 EXIT_OK, EXIT_FALSE, EXIT_BAD, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -73,11 +76,11 @@ class ClusterPool:
         self.size = size
         #: overrides every experiment's ``backend`` (CLI --backend, plugin --chaos-backend)
         self.backend = backend
-        self._clusters: dict[str, LocalCluster] = {}
+        self._clusters: dict[str, Cluster] = {}
         self._pinned: set[str] = set()
-        self._engine = None  # our dockerd, started on the first docker cluster, stopped by close()
+        self._engine: DockerEngine | None = None  # our dockerd, started on the first docker cluster, stopped by close()
 
-    def get(self, spec: ClusterSpec, pin: bool = False, backend: str = "local") -> LocalCluster:
+    def get(self, spec: ClusterSpec, pin: bool = False, backend: str = "local") -> Cluster:
         """A started, healed cluster of ``spec``; a pinned one is never evicted for another shape."""
         backend = self.backend or backend
         key = f"{backend}:{spec.model_dump_json()}"
@@ -111,21 +114,21 @@ class ClusterPool:
                 self._engine.stop()  # only if it started it
                 self._engine = None
 
-    def __enter__(self) -> "ClusterPool":
+    def __enter__(self) -> ClusterPool:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def run_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path) -> Path:
+def run_once(cluster: Cluster, exp: Experiment, seed: int, run_dir: Path) -> Path:
     """One run of ``exp`` on a started cluster, not judged; returns the run directory (history merged)."""
     with Run(cluster, exp, run_dir, seed) as run:
         run.record()
     return run_dir
 
 
-def judge_once(cluster: LocalCluster, exp: Experiment, seed: int, run_dir: Path, index: int = 0) -> RunOutcome:
+def judge_once(cluster: Cluster, exp: Experiment, seed: int, run_dir: Path, index: int = 0) -> RunOutcome:
     """Run ``exp`` once on ``cluster`` and judge it; infrastructure errors become an ``error`` outcome."""
     t0 = time.monotonic()
     oc = RunOutcome(exp.name, index, seed, str(run_dir), "error", False)

@@ -108,7 +108,8 @@ class _StrictConstructor(SafeConstructor):
         return sign * int(body, 10)
 
 
-_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
+# types-PyYAML types a constructor hook as taking a Loader; PyYAML calls it with the constructor instance
+_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)  # type: ignore[type-var]
 
 
 class _StrictLoader(Reader, Scanner, Parser, _BoundedComposer, _StrictConstructor, _CoreResolver):

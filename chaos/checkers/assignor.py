@@ -40,7 +40,7 @@ stickiness is not judged across a change of the group's subscriptions.
 from __future__ import annotations
 
 from chaos.checkers.bounds import ResolvedBounds
-from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import (
     Assigned,
@@ -64,18 +64,19 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
 
-    judged_gens: dict[str, set] = {}
-    previous: dict[str, tuple[int, dict[str, set], int]] = {}  # group -> (seq, member -> partitions, mono_ns)
+    judged_gens: dict[str, set[int]] = {}
+    # group -> (seq, member -> partitions, mono_ns, generation)
+    previous: dict[str, tuple[int, dict[str, set[tuple[str, int]]], int, int]] = {}
     lost_at: dict[str, list[int]] = {}
     for e in idx.of(Lost):
         lost_at.setdefault(e.group, []).append(e.mono_ns)
     # (group, generation) -> did any member gain partitions in it? (cooperative revocation-only
     # generations gain none, KIP-429); a generation with no assigned event at all is absent
     gained: dict[tuple[str, int], bool] = {}
-    for e in idx.of(Assigned):
-        if e.generation is not None:
-            key = (e.group, e.generation)
-            gained[key] = gained.get(key, False) or bool(e.partitions)
+    for a in idx.of(Assigned):
+        if a.generation is not None:
+            key = (a.group, a.generation)
+            gained[key] = gained.get(key, False) or bool(a.partitions)
     added = _added_partitions(idx)
     incomplete_eager: set[tuple[str, int]] = set()
     judged = 0
@@ -114,8 +115,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         where = f"group {s.group} generation {s.generation} ({proto})"
         counts = {m: len(p) for m, p in owned.items()}
         if proto in _BALANCED and max(counts.values()) - min(counts.values()) > 1:
-            hi = max(counts, key=counts.get)
-            lo = min(counts, key=counts.get)
+            hi = max(counts, key=counts.__getitem__)
+            lo = min(counts, key=counts.__getitem__)
             log.violation(f"{where}: unbalanced, {hi} owns {counts[hi]} partitions and {lo} owns {counts[lo]}", s.seq)
         elif proto == "range":
             _check_range(s, owned, where, log)
@@ -163,31 +164,31 @@ def eager_required(s: GroupStateSample, subscribed: frozenset[tuple[str, int]]) 
     return frozenset(tp for tp in subscribed if tp[0] in topics)
 
 
-def _added_partitions(idx) -> frozenset[tuple[str, int]]:
+def _added_partitions(idx: HistoryIndex) -> frozenset[tuple[str, int]]:
     """Partitions first seen (produced to, assigned or sampled) after the first ``add_partitions`` fault began."""
     starts = [f.mono_ns for f in idx.of(FaultStart) if f.fault_type == "add_partitions"]
     if not starts:
         return frozenset()
     t = min(starts)
     before: set[tuple[str, int]] = set()
-    for e in idx.of(SendOk):
-        if e.mono_ns >= t:
+    for send in idx.of(SendOk):
+        if send.mono_ns >= t:
             break
-        before.add((e.topic, e.partition))
-    for e in idx.of(Assigned):
-        if e.mono_ns >= t:
+        before.add((send.topic, send.partition))
+    for assigned in idx.of(Assigned):
+        if assigned.mono_ns >= t:
             break
-        before.update(e.partitions)
-    for e in idx.of(GroupStateSample):
-        if e.mono_ns >= t:
+        before.update(assigned.partitions)
+    for sample in idx.of(GroupStateSample):
+        if sample.mono_ns >= t:
             break
-        for m in e.members:
+        for m in sample.members:
             before.update(m.assignment)
     every = set().union(*idx.group_partitions().values()) if idx.group_partitions() else set()
     return frozenset(every - before)
 
 
-def _check_range(s: GroupStateSample, owned: dict[str, set], where: str, log: FindingLog) -> None:
+def _check_range(s: GroupStateSample, owned: dict[str, set[tuple[str, int]]], where: str, log: FindingLog) -> None:
     topics = sorted({t for p in owned.values() for t, _ in p})
     m = len(owned)
     for topic in topics:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -161,8 +162,8 @@ def check(run_dirs: tuple[Path, ...], checkers: tuple[str, ...], as_json: bool, 
     except UsageError as exc:
         click.echo(f"chaos: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    codes = []
-    docs = []
+    codes: list[int] = []
+    docs: list[dict[str, Any]] = []
     for arg in run_dirs:
         run_dir = arg
         try:

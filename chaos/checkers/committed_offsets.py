@@ -22,6 +22,7 @@ offset" and are ignored. A ``fault_start`` whose type mentions ``reset``
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Any, cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
@@ -39,26 +40,27 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     # Per (group, topic, partition): [commit max, its seq, sample max, its seq, overall max, times, maxes, seqs]
     # where times/maxes/seqs record each rise of the overall maximum, so "the maximum observed
     # before t - slack" is one bisect. Values that do not lower the maximum take the fast path.
-    state: dict[tuple, list] = {}
+    state: dict[tuple[str, str, int], list[Any]] = {}
     observations = 0
     ok = Outcome.OK
-    for e in idx.stream((Commit, CommittedOffsets, FaultStart)):
-        t = type(e)
-        if t is FaultStart:
+    for e in cast("list[Commit | CommittedOffsets | FaultStart]", idx.stream((Commit, CommittedOffsets, FaultStart))):
+        if type(e) is FaultStart:
             if "reset" in e.fault_type.lower():
                 state.clear()
             continue
-        if t is Commit:
+        if type(e) is Commit:
             if e.outcome is not ok:
                 continue
             is_sample = False
+            answered_ns = e.answered_ns
         else:
             is_sample = True
+            answered_ns = None
         # the interval in which the coordinator applied it: [ns, late]; as the earlier of two
         # observations a commit counts at its answer, as the later one at its send
         ns = late = e.mono_ns
-        if not is_sample and e.answered_ns is not None and e.answered_ns > ns:
-            late = e.answered_ns
+        if answered_ns is not None and answered_ns > ns:
+            late = answered_ns
         seq = e.seq
         group = e.group
         for topic, part, value in e.offsets:

@@ -46,15 +46,18 @@ convergence.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import cast
 
 from chaos.checkers.assignor import eager_required
 from chaos.checkers.bounds import ResolvedBounds
-from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
 from chaos.history import (
     Assigned,
     Consumed,
+    Event,
     FaultEnd,
     FaultStart,
     GroupState,
@@ -105,10 +108,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         fid = sorted(open_faults)[0]
         return Result(NAME, Validity.UNKNOWN, f"fault {fid} never ended before teardown: convergence after heal "
                       "cannot be judged", {"open_faults": len(open_faults)})
+    t0_event: Event
     if ends:
         t0_event = max(ends, key=lambda f: f.mono_ns)
     else:
-        changes = [e for e in idx.stream((MemberStart, MemberStop)) if e.mono_ns < cutoff]
+        starts_stops = cast("list[MemberStart | MemberStop]", idx.stream((MemberStart, MemberStop)))
+        changes = [e for e in starts_stops if e.mono_ns < cutoff]
         t0_event = changes[-1] if changes else history.events[0]
     t0 = t0_event.mono_ns
     bound = bounds.convergence_ns
@@ -144,16 +149,17 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if c.mono_ns >= cutoff or len(resumed) == len(groups):
             break
         resumed.setdefault(c.group, (c.mono_ns, c.seq))
-    for e in idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample)):
+    streamed = cast("list[MemberStart | MemberStop | Assigned | Revoked | Lost | GroupStateSample]",
+                    idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample)))
+    for e in streamed:
         if e.mono_ns >= cutoff:
             break
-        t = type(e)
-        if t is MemberStart:
+        if type(e) is MemberStart:
             live[e.source] = None
             group_of[e.source] = e.group
-        elif t is MemberStop:
+        elif type(e) is MemberStop:
             live.pop(e.source, None)
-        elif t is GroupStateSample:
+        elif type(e) is GroupStateSample:
             if e.mono_ns < t0:
                 continue
             g = e.group
@@ -221,8 +227,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                       f"{log.violation_count} convergence failure(s)", metrics, unknown=unknown)
 
 
-def _held(s: GroupStateSample, subscribed: frozenset, problem: str | None, episodes: dict[str, _Episode],
-          bad_generations: set[tuple[str, int | None]], bound: int, log: FindingLog, idx) -> None:
+def _held(s: GroupStateSample, subscribed: frozenset[tuple[str, int]], problem: str | None,
+          episodes: dict[str, _Episode], bad_generations: set[tuple[str, int | None]], bound: int, log: FindingLog,
+          idx: HistoryIndex) -> None:
     """Judge one sample taken after the group had converged (see the module docstring)."""
     g = s.group
     if problem is None:
@@ -256,11 +263,12 @@ def _held(s: GroupStateSample, subscribed: frozenset, problem: str | None, episo
                       f"{problem}", ep.start_seq, s.seq)
 
 
-def _problem(s: GroupStateSample, parts: set, live: dict[str, str | None], group_of: dict[str, str]) -> str | None:
+def _problem(s: GroupStateSample, parts: AbstractSet[tuple[str, int]], live: dict[str, str | None],
+             group_of: dict[str, str]) -> str | None:
     """Why this sample is not converged, or None."""
     if s.state is not GroupState.STABLE:
         return f"state {s.state}"
-    count: dict[tuple, int] = {}
+    count: dict[tuple[str, int], int] = {}
     for m in s.members:
         for tp in m.assignment:
             count[tp] = count.get(tp, 0) + 1
@@ -279,5 +287,5 @@ def _problem(s: GroupStateSample, parts: set, live: dict[str, str | None], group
     return None
 
 
-def _mono(e: Consumed) -> int:
+def _mono(e: Event) -> int:
     return e.mono_ns

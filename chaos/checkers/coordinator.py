@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import cast
 
 from chaos.checkers.index import HistoryIndex
 from chaos.history import BrokerLog, BrokerLogEvent, GroupState, GroupStateSample
@@ -49,7 +50,7 @@ class GenerationTimeline:
 
 def timelines(idx: HistoryIndex) -> dict[str, GenerationTimeline]:
     out: dict[str, GenerationTimeline] = {}
-    for e in idx.stream((BrokerLog, GroupStateSample)):
+    for e in cast("list[BrokerLog | GroupStateSample]", idx.stream((BrokerLog, GroupStateSample))):
         if type(e) is BrokerLog:
             if e.event not in _TIMELINE_LOG_EVENTS or e.generation is None:
                 continue

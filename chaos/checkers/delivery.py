@@ -23,11 +23,17 @@ unprocessed records: a violation (this is the at-most-once hole of auto-commit).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import Commit, Consumed, FinalRead, History, SendOk
 from chaos.outcome import Outcome
+
+_TP = tuple[str, int]
+_Key = tuple[str, str, int]  # (group, topic, partition)
+_NONE: frozenset[int] = frozenset()
 
 NAME = CheckerName.DELIVERY
 
@@ -38,7 +44,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
     # Produced offsets per partition, sorted and distinct; the send_ok seq of an offset is looked
     # up only when a finding needs it (keeps the hot loop free of per-record dict writes).
-    by_tp: dict[tuple, list[int]] = {}
+    by_tp: dict[_TP, list[int]] = {}
     for s in idx.of(SendOk):
         tp = (s.topic, s.partition)
         lst = by_tp.get(tp)
@@ -46,28 +52,29 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             lst = by_tp[tp] = []
         lst.append(s.offset)
     sorted_offsets = {tp: sorted(set(lst)) for tp, lst in by_tp.items()}
-    send_seq: dict[tuple, int] = {}
+    send_seq: dict[tuple[str, int, int], int] = {}
 
-    def produced_seq(tp: tuple, offset: int) -> int:
+    def produced_seq(tp: _TP, offset: int) -> int:
         if not send_seq:
             for s in idx.of(SendOk):
                 send_seq.setdefault((s.topic, s.partition, s.offset), s.seq)
         return send_seq[(tp[0], tp[1], offset)]
 
-    processed: dict[tuple, set] = {}  # (group, topic, partition) -> offsets processed by that group
+    processed: dict[_Key, set[int]] = {}  # (group, topic, partition) -> offsets processed by that group
     # (group, topic, partition) -> [index of first unprocessed produced offset, that offset or None],
     # advanced whenever a batch fills the gap (amortised over the history), so a commit is one
     # comparison against it.
-    frontier: dict[tuple, list] = {}
-    pending: dict[tuple, list[tuple[int, int]]] = {}  # (member, group, tp) -> auto commits awaiting next batch
+    frontier: dict[_Key, list[Any]] = {}
+    # (member, group, tp) -> auto commits awaiting next batch
+    pending: dict[tuple[str, str, _TP], list[tuple[int, int]]] = {}
     consumed_offsets = 0
     commits_checked = 0
     no_offsets: list[int] = []
 
-    def first_gap(key: tuple, tp: tuple) -> int | None:
+    def first_gap(key: _Key, tp: _TP) -> int | None:
         """Smallest produced offset the group has not processed (None: all processed)."""
         offs = sorted_offsets.get(tp, no_offsets)
-        done = processed.get(key, ())
+        done = processed.get(key, _NONE)
         f = frontier.get(key)
         i = f[0] if f else 0
         n = len(offs)
@@ -77,15 +84,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         frontier[key] = [i, gap, offs]
         return gap
 
-    def judge(c_seq: int, member: str, group: str, tp: tuple, n: int, gap: int, auto: bool) -> None:
+    def judge(c_seq: int, member: str, group: str, tp: _TP, n: int, gap: int, auto: bool) -> None:
         log.violation(f"group {group}: {member} committed {fmt_tp(tp)} at offset {n}{' (auto-commit)' if auto else ''} "
                       f"but offset {gap} (acknowledged) had not been processed by the group",
                       c_seq, produced_seq(tp, gap))
 
     ok = Outcome.OK
-    consumed_type = Consumed
-    for e in idx.stream((Consumed, Commit)):
-        if type(e) is consumed_type:
+    for e in cast("list[Consumed | Commit]", idx.stream((Consumed, Commit))):
+        if type(e) is Consumed:
             key = (e.group, e.topic, e.partition)
             offs = e.offsets
             consumed_offsets += len(offs)
@@ -134,28 +140,28 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if gap is not None and gap < n:
                 judge(c_seq, member, group, tp, n, gap, True)
 
-    seen_any: dict[tuple, set] = {}  # (topic, partition) -> offsets processed by anyone or read at the end
-    for (group, topic, part), offs in processed.items():
+    seen_any: dict[_TP, set[int]] = {}  # (topic, partition) -> offsets processed by anyone or read at the end
+    for (_group, topic, part), done in processed.items():
         a = seen_any.get((topic, part))
         if a is None:
-            seen_any[(topic, part)] = offs
+            seen_any[(topic, part)] = done
         else:
-            seen_any[(topic, part)] = a | offs
+            seen_any[(topic, part)] = a | done
     final_seen = 0
-    final: dict[tuple, set] = {}
-    for f in idx.of(FinalRead):
-        for part, off in f.records:
+    final: dict[_TP, set[int]] = {}
+    for fr in idx.of(FinalRead):
+        for part, off in fr.records:
             final_seen += 1
-            final.setdefault((f.topic, part), set()).add(off)
-    for tp, offs in final.items():
-        seen_any[tp] = seen_any.get(tp, set()) | offs
+            final.setdefault((fr.topic, part), set()).add(off)
+    for tp, read in final.items():
+        seen_any[tp] = seen_any.get(tp, set()) | read
 
     lost = 0
     produced_total = 0
-    for tp, offs in sorted_offsets.items():
-        produced_total += len(offs)
+    for tp, produced in sorted_offsets.items():
+        produced_total += len(produced)
         a = seen_any.get(tp, set())
-        missing = [] if a.issuperset(offs) else [o for o in offs if o not in a]
+        missing = [] if a.issuperset(produced) else [o for o in produced if o not in a]
         lost += len(missing)
         for o in missing:
             log.violation(f"record {fmt_tp(tp)}@{o} was acknowledged (send_ok) but never processed nor seen by "

@@ -42,10 +42,10 @@ def check(history: History, bounds: ResolvedBounds) -> Result:  # noqa: ARG001 -
         problems.append(text)
         log.note(text, *evidence)
 
-    for ev in idx.of(FaultVerified):
-        verified[(ev.fault_id, ev.stage)] = ev
-        if ev.stage is VerificationStage.FIRED and not ev.ok:
-            problem(f"fault {ev.fault_id} never fired: {ev.evidence}", ev.seq)
+    for fv in idx.of(FaultVerified):
+        verified[(fv.fault_id, fv.stage)] = fv
+        if fv.stage is VerificationStage.FIRED and not fv.ok:
+            problem(f"fault {fv.fault_id} never fired: {fv.evidence}", fv.seq)
     for fid, start in starts.items():
         what = f"fault {fid} ({start.fault_type} on {start.node or start.target_role})"
         effect = verified.get((fid, VerificationStage.EFFECT))

@@ -27,6 +27,8 @@ and samples on different schedules).
 
 from __future__ import annotations
 
+from typing import cast
+
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
@@ -49,23 +51,23 @@ from chaos.outcome import Outcome
 NAME = CheckerName.GENERATIONS
 
 _MEMBER_TYPES = (MemberStart, MemberStop, Assigned, Revoked, Lost, Consumed, Commit)
+_MemberEvent = MemberStart | MemberStop | Assigned | Revoked | Lost | Consumed | Commit
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
     high: dict[str, tuple[int, int]] = {}  # source -> (max generation, seq)
-    eager_gens: dict[str, dict[int, tuple[int, frozenset]]] = {}
+    eager_gens: dict[str, dict[int, tuple[int, frozenset[tuple[str, int]]]]] = {}
     member_events = 0
     flagged_members: set[str] = set()
-    for e in idx.stream(_MEMBER_TYPES):
-        t = type(e)
+    for e in cast("list[_MemberEvent]", idx.stream(_MEMBER_TYPES)):
         src = e.source
-        if t is MemberStart or t is MemberStop:
+        if type(e) is MemberStart or type(e) is MemberStop:
             high.pop(src, None)
             eager_gens.pop(src, None)
             continue
-        if t is Commit and e.outcome is not Outcome.OK:
+        if type(e) is Commit and e.outcome is not Outcome.OK:
             continue
         g = e.generation
         if g is None or g < 0:
@@ -76,8 +78,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             high[src] = (g, e.seq)
         elif g < h[0] and src not in flagged_members:
             flagged_members.add(src)  # one finding per member: the rest follow from it
-            log.violation(f"{src}: generation went back from {h[0]} to {g} ({t.kind})", h[1], e.seq)
-        if t is Assigned and not e.incremental:
+            log.violation(f"{src}: generation went back from {h[0]} to {g} ({e.kind})", h[1], e.seq)
+        if type(e) is Assigned and not e.incremental:
             seen = eager_gens.setdefault(src, {})
             prev = seen.get(g)
             # The same generation handed out again is legal when it carries the same partitions:
@@ -108,40 +110,40 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if prev is None or g > prev[0]:
             durable[group] = (g, seq, ns)
 
-    for e in idx.stream((BrokerLog, GroupStateSample, Assigned)):
-        g = e.generation
+    group_events = cast("list[BrokerLog | GroupStateSample | Assigned]", idx.stream((BrokerLog, GroupStateSample, Assigned)))
+    for ev in group_events:
+        g = ev.generation
         if g is None or g < 0:
             continue
-        t = type(e)
-        if t is Assigned:
-            make_durable(e.group, g, e.seq, e.mono_ns)
+        if type(ev) is Assigned:
+            make_durable(ev.group, g, ev.seq, ev.mono_ns)
             continue
-        prev = durable.get(e.group)
-        if t is BrokerLog:
-            if e.event is BrokerLogEvent.PREPARING_REBALANCE:
-                last_prepare[e.group] = e.mono_ns
-            elif e.event is BrokerLogEvent.STABILIZED:
+        last = durable.get(ev.group)
+        if type(ev) is BrokerLog:
+            if ev.event is BrokerLogEvent.PREPARING_REBALANCE:
+                last_prepare[ev.group] = ev.mono_ns
+            elif ev.event is BrokerLogEvent.STABILIZED:
                 group_obs += 1
                 # an equal generation is a reuse only when a new round began (a "Preparing to
                 # rebalance" line) after the generation became durable: the same round's line
                 # may sort after its first assignment (millisecond log timestamps)
-                reused = prev is not None and g == prev[0] and last_prepare.get(e.group, -1) > prev[2]
-                if prev is not None and (g < prev[0] or reused):
-                    what = "reused" if g == prev[0] else "moved backwards"
-                    log.violation(f"group {e.group}: join completed with generation {g} although generation "
-                                  f"{prev[0]} was already durable (generation {what})", prev[1], e.seq)
-            elif e.event is BrokerLogEvent.LOADING:
+                reused = last is not None and g == last[0] and last_prepare.get(ev.group, -1) > last[2]
+                if last is not None and (g < last[0] or reused):
+                    what = "reused" if g == last[0] else "moved backwards"
+                    log.violation(f"group {ev.group}: join completed with generation {g} although generation "
+                                  f"{last[0]} was already durable (generation {what})", last[1], ev.seq)
+            elif ev.event is BrokerLogEvent.LOADING:
                 group_obs += 1
-                if prev is not None and g < prev[0]:
-                    log.violation(f"group {e.group}: broker {e.broker} loaded generation {g} although generation "
-                                  f"{prev[0]} was durable (stored group metadata lost)", prev[1], e.seq)
-                make_durable(e.group, g, e.seq, e.mono_ns)
-        elif e.state is GroupState.STABLE:
+                if last is not None and g < last[0]:
+                    log.violation(f"group {ev.group}: broker {ev.broker} loaded generation {g} although generation "
+                                  f"{last[0]} was durable (stored group metadata lost)", last[1], ev.seq)
+                make_durable(ev.group, g, ev.seq, ev.mono_ns)
+        elif ev.state is GroupState.STABLE:
             group_obs += 1
-            if prev is not None and g < prev[0] and e.mono_ns - prev[2] > slack:
-                log.violation(f"group {e.group}: Stable sample at generation {g} after generation {prev[0]} "
-                              "was durable", prev[1], e.seq)
-            make_durable(e.group, g, e.seq, e.mono_ns)
+            if last is not None and g < last[0] and ev.mono_ns - last[2] > slack:
+                log.violation(f"group {ev.group}: Stable sample at generation {g} after generation {last[0]} "
+                              "was durable", last[1], ev.seq)
+            make_durable(ev.group, g, ev.seq, ev.mono_ns)
     metrics = {"member_generation_observations": member_events, "group_generation_observations": group_obs,
                "violations": log.violation_count}
     return log.result(NAME, "generations only moved forward, per member and per group",

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from chaos.history import (
     Assigned,
@@ -56,6 +56,9 @@ from chaos.history import (
 
 #: where a worker writes the traceback of the exception that ended it (relative to the run directory)
 TRACEBACK_GLOB = "workers/*.traceback.txt"
+
+
+_E = TypeVar("_E", bound=Event)
 
 
 class IncidentKind(StrEnum):
@@ -119,7 +122,7 @@ def collect(history: History, tracebacks: Mapping[str, str] | None = None) -> tu
     for e in events:
         by_type.setdefault(type(e), []).append(e)
 
-    def of(cls: type) -> list[Any]:
+    def of(cls: type[_E]) -> list[_E]:
         return by_type.get(cls, [])
 
     _members(history, of, cutoff, tb, add)
@@ -129,11 +132,24 @@ def collect(history: History, tracebacks: Mapping[str, str] | None = None) -> tu
     return tuple(i for _, _, i in out)
 
 
+class _Of(Protocol):
+    """The events of one type, in history order."""
+
+    def __call__(self, cls: type[_E]) -> list[_E]: ...
+
+
+class _Add(Protocol):
+    """Record one incident at an event."""
+
+    def __call__(self, kind: IncidentKind, at: Event, source: str, text: str, *evidence: int,
+                 traceback: str | None = None) -> None: ...
+
+
 #: a client error this close before an unexplained stop is taken as what the member said about it
 _RECENT_NS = 5_000_000_000
 
 
-def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None:
+def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _Add) -> None:
     fault_windows: dict[str, list[tuple[int, int]]] = {}
     ends = {f.fault_id: f.mono_ns for f in of(FaultEnd)}
     for f in of(FaultStart):
@@ -192,21 +208,21 @@ def _members(history: History, of, cutoff: int, tb: dict[str, str], add) -> None
     for s in of(MemberStop):
         stops.setdefault(s.source, []).append(s)
     for start in of(MemberStart):
-        stop = next((s for s in stops.get(start.source, ()) if s.mono_ns >= start.mono_ns), None)
-        until = min(stop.mono_ns if stop else cutoff, cutoff)
+        end = next((s for s in stops.get(start.source, ()) if s.mono_ns >= start.mono_ns), None)
+        until = min(end.mono_ns if end else cutoff, cutoff)
         if any(start.mono_ns <= t <= until for t in assigned_at.get(start.source, ())):
             continue
         patience = (start.session_timeout_ms + start.max_poll_interval_ms) * 1_000_000
-        crashed = stop is not None and not stop.clean and stop.mono_ns < cutoff
+        crashed = end is not None and not end.clean and end.mono_ns < cutoff
         if crashed or until - start.mono_ns > patience:
             ran = (until - start.mono_ns) / 1e9
-            ending = "then stopped uncleanly" if crashed else "before the teardown" if stop is None else "before it stopped"
+            ending = "then stopped uncleanly" if crashed else "before the teardown" if end is None else "before it stopped"
             add(IncidentKind.NEVER_JOINED, start, start.source,
                 f"member {start.source} started but was never assigned (not even an empty assignment) in "
-                f"{ran:.1f}s, {ending}", start.seq, *([stop.seq] if stop else []))
+                f"{ran:.1f}s, {ending}", start.seq, *([end.seq] if end else []))
 
 
-def _faults(of, cutoff: int, add) -> None:
+def _faults(of: _Of, cutoff: int, add: _Add) -> None:
     verified: dict[tuple[str, VerificationStage], FaultVerified] = {}
     for v in of(FaultVerified):
         verified.setdefault((v.fault_id, v.stage), v)
@@ -237,7 +253,7 @@ def _faults(of, cutoff: int, add) -> None:
                 start.seq, healed.seq)
 
 
-def _producers(history: History, of, add) -> None:
+def _producers(history: History, of: _Of, add: _Add) -> None:
     ok: dict[str, int] = {}
     for s in of(SendOk):
         ok[s.source] = ok.get(s.source, 0) + 1

@@ -10,20 +10,22 @@ from __future__ import annotations
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import TypeVar, cast
 
 from chaos.history import (
     Assigned,
     Event,
     GroupStateSample,
-    SendOk,
     History,
     Lost,
     MemberStart,
     MemberStop,
     Revoked,
+    SendOk,
 )
 
 MEMBERSHIP_TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop)
+E = TypeVar("E", bound=Event)
 
 
 class HistoryIndex:
@@ -36,12 +38,14 @@ class HistoryIndex:
             by_type[type(e)].append(e)
         self.by_type: dict[type, list[Event]] = dict(by_type)
         self._streams: dict[frozenset[type], list[Event]] = {}
-        self._cache: dict[str, object] = {}
+        self._topic_partitions: dict[str, frozenset[int]] | None = None
+        self._group_partitions: dict[str, frozenset[tuple[str, int]]] | None = None
         self.first_ns = history.events[0].mono_ns if history.events else 0
         self.last_ns = history.events[-1].mono_ns if history.events else 0
 
-    def of(self, cls: type) -> list:
-        return self.by_type.get(cls, [])
+    def of(self, cls: type[E]) -> list[E]:
+        # by_type is keyed by each event's own class, so the list under ``cls`` holds only ``cls``
+        return cast("list[E]", self.by_type.get(cls, []))
 
     def stream(self, types: Iterable[type]) -> list[Event]:
         """Events of any of ``types`` in history order (cached per type set)."""
@@ -61,20 +65,20 @@ class HistoryIndex:
 
     def topic_partitions(self) -> dict[str, frozenset[int]]:
         """Partitions that records were acknowledged on, per topic (cached)."""
-        got = self._cache.get("topic_partitions")
+        got = self._topic_partitions
         if got is None:
             by_topic: dict[str, set[int]] = {}
             for tp in {(e.topic, e.partition) for e in self.of(SendOk)}:
                 by_topic.setdefault(tp[0], set()).add(tp[1])
-            got = self._cache["topic_partitions"] = {t: frozenset(ps) for t, ps in by_topic.items()}
+            got = self._topic_partitions = {t: frozenset(ps) for t, ps in by_topic.items()}
         return got
 
     def group_partitions(self) -> dict[str, frozenset[tuple[str, int]]]:
         """Partitions of each group's topics (cached): every partition ever assigned in the group
         or listed in a sample, plus every partition records were produced to on those topics."""
-        got = self._cache.get("group_partitions")
+        got = self._group_partitions
         if got is None:
-            parts: dict[str, set] = {}
+            parts: dict[str, set[tuple[str, int]]] = {}
             for e in self.of(Assigned):
                 parts.setdefault(e.group, set()).update(e.partitions)
             for s in self.of(GroupStateSample):
@@ -85,7 +89,7 @@ class HistoryIndex:
             for tps in parts.values():
                 for topic in {t for t, _ in tps}:
                     tps.update((topic, p) for p in produced.get(topic, ()))
-            got = self._cache["group_partitions"] = {g: frozenset(tps) for g, tps in parts.items()}
+            got = self._group_partitions = {g: frozenset(tps) for g, tps in parts.items()}
         return got
 
     def subscribed(self, s: GroupStateSample) -> frozenset[tuple[str, int]]:
@@ -103,8 +107,8 @@ class HistoryIndex:
             return parts
         return frozenset(tp for tp in parts if tp[0] in topics)
 
-    def membership(self) -> list[Event]:
-        return self.stream(MEMBERSHIP_TYPES)
+    def membership(self) -> list[MemberStart | Assigned | Revoked | Lost | MemberStop]:
+        return cast("list[MemberStart | Assigned | Revoked | Lost | MemberStop]", self.stream(MEMBERSHIP_TYPES))
 
     def seconds(self, mono_ns: int) -> float:
         """Seconds since the first event."""

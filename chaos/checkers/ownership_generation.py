@@ -36,15 +36,19 @@ from chaos.history import Assigned, GroupStateSample, History, MemberStart, Memb
 NAME = CheckerName.OWNERSHIP_GENERATION
 
 
+_TP = tuple[str, int]
+_Claim = tuple[str, int, _TP]  # (group, generation, partition)
+
+
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
     gen_of: dict[str, int | None] = {}
-    holding: dict[str, set] = {}
-    owners: dict[tuple, tuple[str, int]] = {}
+    holding: dict[str, set[_TP]] = {}
+    owners: dict[_Claim, tuple[str, int]] = {}  # (group, generation, tp) -> (owner, seq of its claim)
     claims = 0
-    flagged: set[tuple] = set()
-    claimed_by: dict[str, list[tuple]] = {}
+    flagged: set[tuple[_Claim, str]] = set()
+    claimed_by: dict[str, list[_Claim]] = {}
     instance_of: dict[str, tuple[str, str]] = {}  # source -> (group, group.instance.id)
 
     def drop_claims(source: str) -> None:
@@ -52,7 +56,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if owners.get(key, ("",))[0] == source:
                 del owners[key]
 
-    def claim(group: str, gen: int, tp: tuple, source: str, seq: int) -> None:
+    def claim(group: str, gen: int, tp: _TP, source: str, seq: int) -> None:
         nonlocal claims
         key = (group, gen, tp)
         prev = owners.get(key)
@@ -67,15 +71,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
     for e in idx.membership():
         src = e.source
-        t = type(e)
-        if t is MemberStart or t is MemberStop:
+        if type(e) is MemberStart or type(e) is MemberStop:
             # A stopped member owns nothing any more; a static member's replacement may take its
             # assignment over within the same generation (KIP-345).
             holding[src] = set()
             gen_of[src] = None
             drop_claims(src)
             instance_of.pop(src, None)
-            if t is MemberStart and e.instance_id is not None:
+            if type(e) is MemberStart and e.instance_id is not None:
                 # A new member with a running member's instance id replaces it in the group
                 # (KIP-345); the old one is a zombie until fenced, which invariants 2 and 8 judge.
                 for other, inst in list(instance_of.items()):
@@ -87,34 +90,34 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         held = holding.setdefault(src, set())
         g = e.generation
         cur = gen_of.get(src)
-        entered = g is not None and (cur is None or g > cur)
-        if t is Assigned:
-            inst = instance_of.get(src)
-            if inst is not None:
+        entered = g if g is not None and (cur is None or g > cur) else None  # the generation entered
+        if type(e) is Assigned:
+            own_inst = instance_of.get(src)
+            if own_inst is not None:
                 # The coordinator hands a static member's assignment to whichever member last joined
                 # with that instance id, within the generation (KIP-345 replacement, no rebalance);
                 # the other is fenced from then on — invariants 2 and 8 judge what it still does.
                 for other, other_inst in instance_of.items():
-                    if other != src and other_inst == inst:
+                    if other != src and other_inst == own_inst:
                         drop_claims(other)
                         holding[other] = set()
             if not e.incremental:
                 held.clear()
             held.update(e.partitions)
-            if entered:
-                gen_of[src] = cur = g
+            if entered is not None:
+                gen_of[src] = cur = entered
                 for tp in held:
-                    claim(e.group, g, tp, src, e.seq)
+                    claim(e.group, entered, tp, src, e.seq)
             elif cur is not None:
                 for tp in e.partitions:
                     claim(e.group, cur, tp, src, e.seq)
         else:
-            if entered and t is Revoked and e.incremental:
+            if entered is not None and type(e) is Revoked and e.incremental:
                 # KIP-429: an incremental revocation happens after the join, in the new
                 # generation, so the member still owns what it revokes there.
-                gen_of[src] = cur = g
+                gen_of[src] = cur = entered
                 for tp in held:
-                    claim(e.group, g, tp, src, e.seq)
+                    claim(e.group, entered, tp, src, e.seq)
             # An eager revocation (before JoinGroup) or a loss ends ownership without
             # entering the generation it may be tagged with: clients differ in which one they report.
             held.difference_update(e.partitions)
@@ -125,13 +128,13 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         listed = [tp for m in s.members for tp in m.assignment]
         if len(set(listed)) == len(listed):
             continue  # fast path: no partition listed twice
-        seen: dict[tuple, str] = {}
+        seen: dict[_TP, str] = {}
         for m in s.members:
             for tp in m.assignment:
-                other = seen.get(tp)
-                if other is not None and other != m.member_id:
+                listed_by = seen.get(tp)
+                if listed_by is not None and listed_by != m.member_id:
                     log.violation(f"group {s.group} generation {s.generation} ({s.state}): coordinator lists "
-                                  f"{fmt_tp(tp)} in the assignments of {other} and {m.member_id}", s.seq)
+                                  f"{fmt_tp(tp)} in the assignments of {listed_by} and {m.member_id}", s.seq)
                 seen[tp] = m.member_id
 
     metrics = {"ownership_claims": claims, "group_state_samples": samples, "violations": log.violation_count}

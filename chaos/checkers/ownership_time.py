@@ -41,8 +41,9 @@ too; while nobody holds it, it is reported only.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
@@ -66,6 +67,9 @@ from chaos.history import (
 from chaos.outcome import Outcome, normalise_error_name
 
 NAME = CheckerName.OWNERSHIP_TIME
+
+
+_TP = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -92,15 +96,15 @@ _Streamed = (MemberStart | Assigned | Revoked | Lost | MemberStop | Consumed | C
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
-    holding: dict[str, set] = {}
-    since: dict[tuple, dict[str, tuple[int, int]]] = {}  # (group, tp) -> holder -> (seq, ns) acquired
+    holding: dict[str, set[_TP]] = {}
+    since: dict[tuple[str, _TP], dict[str, tuple[int, int]]] = {}  # (group, tp) -> holder -> (seq, ns) acquired
     member_id: dict[str, str | None] = {}
-    windows: dict[tuple, _Window] = {}  # (group, tp, zombie, newer)
-    zombie_windows: dict[tuple[str, str, tuple], list[_Window]] = {}  # (group, zombie, tp) -> open windows
+    windows: dict[tuple[str, _TP, str, str], _Window] = {}  # (group, tp, zombie, newer)
+    zombie_windows: dict[tuple[str, str, _TP], list[_Window]] = {}  # (group, zombie, tp) -> open windows
     failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
     samples = idx.of(GroupStateSample)  # looked up per window only (windows are rare)
-    faults: dict[str, list[list]] = {}  # node -> [[start_ns, start_seq, end_ns|None, fault_type]] (context only)
-    fault_by_id: dict[str, list] = {}
+    faults: dict[str, list[list[Any]]] = {}  # node -> [[start_ns, start_seq, end_ns|None, fault_type]] (context only)
+    fault_by_id: dict[str, list[Any]] = {}
     displaced: dict[str, list[tuple[int, int]]] = {}
     instance_of: dict[str, tuple[str, str]] = {}
     closed: list[tuple[_Window, int, int, bool]] = []  # (window, end_seq, end_ns, open)
@@ -113,7 +117,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             lst.remove(w)
         closed.append((w, seq, ns, still_open))
 
-    def release(src: str, group: str, tps, seq: int, ns: int) -> None:
+    def release(src: str, group: str, tps: Iterable[_TP], seq: int, ns: int) -> None:
         for tp in tps:
             holders = since.get((group, tp))
             if holders and src in holders:
@@ -122,7 +126,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     if key[0] == group and key[1] == tp and (w.zombie == src or w.newer == src):
                         close(w, seq, ns)
 
-    def acquire(src: str, group: str, tps, seq: int, ns: int) -> None:
+    def acquire(src: str, group: str, tps: Iterable[_TP], seq: int, ns: int) -> None:
         for tp in tps:
             holders = since.setdefault((group, tp), {})
             if src in holders:
@@ -201,14 +205,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
         elif type(e) is FaultStart:
-            rec = [e.mono_ns, e.seq, None, e.fault_type]
+            rec: list[Any] = [e.mono_ns, e.seq, None, e.fault_type]
             fault_by_id[e.fault_id] = rec
             if e.node:
                 faults.setdefault(e.node, []).append(rec)
         elif type(e) is FaultEnd:
-            rec = fault_by_id.get(e.fault_id)
-            if rec is not None:
-                rec[2] = e.mono_ns
+            started = fault_by_id.get(e.fault_id)
+            if started is not None:
+                started[2] = e.mono_ns
         elif type(e) is ErrorEvent:
             if e.error_name and "MAX_POLL" in normalise_error_name(e.error_name):
                 displaced.setdefault(src, []).append((e.mono_ns, e.seq))
@@ -255,7 +259,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                       f"{log.violation_count} ownership overlap violation(s)", metrics)
 
 
-def _cause(w: _Window, until_ns: int, failed_at, samples, faults, displaced,
+def _cause(w: _Window, until_ns: int, failed_at: dict[str, list[tuple[int, int]]], samples: list[GroupStateSample],
+           faults: dict[str, list[list[Any]]], displaced: dict[str, list[tuple[int, int]]],
            slack_ns: int) -> tuple[str | None, int | None]:
     """The coordinator's (or the zombie's own) evidence that the zombie was evicted, or (None, None).
 
@@ -270,7 +275,8 @@ def _cause(w: _Window, until_ns: int, failed_at, samples, faults, displaced,
     return cause, seq
 
 
-def _eviction(w: _Window, until_ns: int, failed_at, samples, displaced,
+def _eviction(w: _Window, until_ns: int, failed_at: dict[str, list[tuple[int, int]]],
+              samples: list[GroupStateSample], displaced: dict[str, list[tuple[int, int]]],
               slack_ns: int) -> tuple[str | None, int | None]:
     if w.zombie_member_id:
         for ns, seq in failed_at.get(w.zombie_member_id, ()):

@@ -25,6 +25,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from chaos.checkers.result import CheckerName
 from chaos.history import (
@@ -107,7 +108,7 @@ class _Sim:
         self.run_id = f"sim{spec.seed}"
 
     # -- event plumbing -------------------------------------------------------------------
-    def add(self, cls: type[Event], source: str, gap_ns: int | None = None, **fields) -> None:
+    def add(self, cls: type[Event], source: str, gap_ns: int | None = None, **fields: Any) -> None:
         self.ns += gap_ns if gap_ns is not None else self.rng.randint(100_000, 3_000_000)
         n = len(self.events) + 1
         self.events.append(cls(n, self.ns / 1e9, self.ns, source, **fields))
@@ -135,10 +136,10 @@ class _Sim:
                  wrong_mode=None)
         return m
 
-    def assign(self, members: list[_Member], prev: dict[str, list]) -> dict[str, list[tuple[str, int]]]:
+    def assign(self, members: list[_Member], prev: dict[str, list[tuple[str, int]]]) -> dict[str, list[tuple[str, int]]]:
         parts = self.tps()
         order = sorted(members, key=lambda m: (m.instance_id is None, m.instance_id or "", m.member_id))
-        out: dict[str, list] = {m.source: [] for m in order}
+        out: dict[str, list[tuple[str, int]]] = {m.source: [] for m in order}
         if not order:
             return out
         k = len(order)
@@ -405,7 +406,7 @@ def _renumber(history: History, events: list[Event]) -> History:
     return History(history.header, tuple(out))
 
 
-def _at(e: Event, cls: type[Event], source: str, **fields) -> Event:
+def _at(e: Event, cls: type[Event], source: str, **fields: Any) -> Event:
     """A new event at the same instant as ``e``."""
     return cls(0, e.ts, e.mono_ns, source, **fields)
 
@@ -419,16 +420,15 @@ def mutate(history: History, mutation: Mutation, rng: random.Random) -> History 
 
 
 def _duplicate_assignment(ev: list[Event], rng: random.Random) -> list[Event] | None:
-    firsts: dict[tuple[str, int], int] = {}
+    firsts: dict[tuple[str, int], tuple[int, Assigned]] = {}
     for i, e in enumerate(ev):
         if type(e) is Assigned and e.generation is not None:
-            firsts.setdefault((e.source, e.generation), i)
-    cands = [(i, j) for (sa, g), i in firsts.items() for (sb, h), j in firsts.items()
-             if g == h and sa != sb and ev[i].partitions]
+            firsts.setdefault((e.source, e.generation), (i, e))
+    cands = [(i, j, a, b) for (sa, g), (i, a) in firsts.items() for (sb, h), (j, b) in firsts.items()
+             if g == h and sa != sb and a.partitions]
     if not cands:
         return None
-    i, j = rng.choice(cands)
-    a, b = ev[i], ev[j]
+    i, j, a, b = rng.choice(cands)
     k = max(i, j)
     ev.insert(k + 1, _at(ev[k], Assigned, b.source, group=a.group, partitions=(rng.choice(a.partitions),),
                          generation=a.generation, member_id=b.member_id, incremental=True))
@@ -442,7 +442,7 @@ def _faulted(ev: list[Event]) -> set[str]:
 def _second_owner(ev: list[Event], rng: random.Random) -> list[Event] | None:
     faulted = _faulted(ev)
     alive: set[str] = set()
-    cands = []
+    cands: list[tuple[int, list[str], Consumed]] = []
     for i, e in enumerate(ev):
         if type(e) is MemberStart:
             alive.add(e.source)
@@ -451,11 +451,10 @@ def _second_owner(ev: list[Event], rng: random.Random) -> list[Event] | None:
         elif type(e) is Consumed and e.source not in faulted:
             others = sorted(alive - {e.source} - faulted)
             if others:
-                cands.append((i, others))
+                cands.append((i, others, e))
     if not cands:
         return None
-    i, others = rng.choice(cands)
-    c = ev[i]
+    i, others, c = rng.choice(cands)
     ev.insert(i + 1, _at(c, Assigned, rng.choice(others), group=c.group, partitions=((c.topic, c.partition),),
                          generation=None, member_id=None, incremental=True))
     return ev
@@ -475,7 +474,7 @@ def _stale_commit(ev: list[Event], rng: random.Random) -> list[Event] | None:
 
 
 def _drop_consumed(ev: list[Event], rng: random.Random) -> list[Event] | None:
-    count: dict[tuple, int] = {}
+    count: dict[tuple[str, int, int], int] = {}
     for e in ev:
         if type(e) is Consumed:
             for o in e.offsets:
@@ -494,17 +493,16 @@ def _drop_consumed(ev: list[Event], rng: random.Random) -> list[Event] | None:
 
 def _commit_ahead(ev: list[Event], rng: random.Random) -> list[Event] | None:
     """A manual commit beyond what the group processed (commit_before_process)."""
-    produced: dict[tuple, int] = {}
+    produced: dict[tuple[str, int], int] = {}
     for e in ev:
         if type(e) is SendOk:
             k = (e.topic, e.partition)
             produced[k] = max(produced.get(k, -1), e.offset)
-    cands = [i for i, e in enumerate(ev) if type(e) is Consumed and produced.get((e.topic, e.partition), -1)
+    cands = [(i, e) for i, e in enumerate(ev) if type(e) is Consumed and produced.get((e.topic, e.partition), -1)
              > e.offsets[-1] + 1]
     if not cands:
         return None
-    i = rng.choice(cands)
-    c = ev[i]
+    i, c = rng.choice(cands)
     n = produced[(c.topic, c.partition)] + 1
     ev.insert(i + 1, _at(c, Commit, c.source, group=c.group, offsets=((c.topic, c.partition, n),),
                          generation=c.generation, member_id=c.member_id, outcome=Outcome.OK, error_code=None,
@@ -513,12 +511,11 @@ def _commit_ahead(ev: list[Event], rng: random.Random) -> list[Event] | None:
 
 
 def _rollback_commit(ev: list[Event], rng: random.Random) -> list[Event] | None:
-    cands = [i for i, e in enumerate(ev) if type(e) is Commit and e.outcome is Outcome.OK
+    cands = [(i, e) for i, e in enumerate(ev) if type(e) is Commit and e.outcome is Outcome.OK
              and any(o > 0 for _, _, o in e.offsets)]
     if not cands:
         return None
-    i = rng.choice(cands)
-    c = ev[i]
+    i, c = rng.choice(cands)
     t, p, o = next(x for x in c.offsets if x[2] > 0)
     ev.insert(i + 1, _at(c, Commit, c.source, group=c.group, offsets=((t, p, o - 1),), generation=c.generation,
                          member_id=c.member_id, outcome=Outcome.OK, error_code=None, error_name=None, auto=c.auto))
@@ -536,12 +533,12 @@ def _reuse_generation(ev: list[Event], rng: random.Random) -> list[Event] | None
 
 
 def _member_generation_backwards(ev: list[Event], rng: random.Random) -> list[Event] | None:
-    cands = [i for i, e in enumerate(ev) if type(e) is Consumed and e.generation and e.generation >= 2]
+    cands = [(i, e, e.generation) for i, e in enumerate(ev)
+             if type(e) is Consumed and e.generation and e.generation >= 2]
     if not cands:
         return None
-    i = rng.choice(cands)
-    c = ev[i]
-    ev.insert(i + 1, dataclasses.replace(c, generation=c.generation - 1))
+    i, c, gen = rng.choice(cands)
+    ev.insert(i + 1, dataclasses.replace(c, generation=gen - 1))
     return ev
 
 
@@ -570,18 +567,17 @@ def _no_convergence(ev: list[Event], rng: random.Random) -> list[Event] | None:
 def _static_rebalance(ev: list[Event], rng: random.Random) -> list[Event] | None:
     instance: dict[str, str | None] = {}
     stopped: set[str] = set()
-    cands = []
+    cands: list[tuple[int, MemberStart]] = []
     for i, e in enumerate(ev):
         if type(e) is MemberStart:
             if e.instance_id is not None and e.source in stopped:
-                cands.append(i)
+                cands.append((i, e))
             instance[e.source] = e.instance_id
         elif type(e) is MemberStop and instance.get(e.source):
             stopped.add(e.source)
     if not cands:
         return None
-    i = rng.choice(cands)
-    s = ev[i]
+    i, s = rng.choice(cands)
     gen = max((e.generation for e in ev[:i] if type(e) is BrokerLog and e.generation is not None), default=0)
     ev.insert(i + 1, _at(s, BrokerLog, "observer", broker=1, group=s.group, event=BrokerLogEvent.PREPARING_REBALANCE,
                          generation=gen, member_id=None, line="Preparing to rebalance group (injected)"))
@@ -589,18 +585,17 @@ def _static_rebalance(ev: list[Event], rng: random.Random) -> list[Event] | None
 
 
 def _unbalance(ev: list[Event], rng: random.Random) -> list[Event] | None:
-    seen: set[int] = set()
-    cands = []
+    seen: set[int | None] = set()
+    cands: list[tuple[int, GroupStateSample]] = []
     for i, e in enumerate(ev):
         if type(e) is GroupStateSample and e.state is GroupState.STABLE and e.generation not in seen:
             seen.add(e.generation)
             if len(e.members) >= 2 and sum(len(m.assignment) for m in e.members) >= 3 \
                     and all(m.assignment for m in e.members[:2]):
-                cands.append(i)
+                cands.append((i, e))
     if not cands:
         return None
-    i = rng.choice(cands)
-    s = ev[i]
+    i, s = rng.choice(cands)
     a, b, *rest = s.members
     moved = (dataclasses.replace(a, assignment=a.assignment + b.assignment), dataclasses.replace(b, assignment=()))
     ev[i] = dataclasses.replace(s, members=moved + tuple(rest))

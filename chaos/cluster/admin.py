@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+from kafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    NodeNotReadyError,
+    TopicAlreadyExistsError,
+)
 from kafka.protocol.metadata import MetadataRequest
-from kafka.errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError, NoBrokersAvailable,
-                          NodeNotReadyError, TopicAlreadyExistsError)
 
 from chaos.errors import InfrastructureError
 

@@ -5,7 +5,8 @@ offers (``pid``, ``alive``, ``signal``, ``kill``, ``terminate``,
 ``log_tail``, ``log_path``), implemented with Docker's own operations:
 ``docker kill`` semantics (any signal to the container's main process; see
 :meth:`ContainerProcess.signal` for why it is delivered directly),
-``docker stop`` (SIGTERM, then SIGKILL after the grace period) and, in :class:`chaos.cluster.container_cluster.DockerCluster`,
+``docker stop`` (SIGTERM, then SIGKILL after the grace period) and, in
+:class:`chaos.cluster.container_cluster.DockerCluster`,
 ``docker pause``/``unpause`` (the cgroup freezer).
 
 Every container the backend creates carries the labels below. A driver that

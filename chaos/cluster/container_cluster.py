@@ -67,7 +67,13 @@ from testcontainers.core.container import DockerContainer
 
 from chaos.cluster import NodeProcess
 from chaos.cluster.container import (
-    LABEL_NODE, LABEL_OWNER, LABEL_SESSION, ContainerProcess, owner_label, reap_containers, remove_session_containers,
+    LABEL_NODE,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    ContainerProcess,
+    owner_label,
+    reap_containers,
+    remove_session_containers,
     remove_session_networks,
 )
 from chaos.cluster.container_engine import DockerEngine, EngineUnavailable, in_netns

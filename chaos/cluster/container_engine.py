@@ -178,7 +178,7 @@ class DockerEngine:
             return None
 
     # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "DockerEngine":
+    def __enter__(self) -> DockerEngine:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -191,7 +191,7 @@ class DockerEngine:
             return None
         return rec if self.ping() else None
 
-    def start(self) -> "DockerEngine":
+    def start(self) -> DockerEngine:
         """Start dockerd, or reuse ours if a live driver (or a detached start) owns it.
 
         A dockerd of ours whose driver is dead is stopped first (see module doc).

@@ -34,9 +34,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import docker
 from docker.errors import BuildError, ImageNotFound
@@ -118,12 +118,14 @@ def ensure_base(client: docker.DockerClient, progress: Progress = print) -> tupl
         shutil.rmtree(rootfs / "var" / "cache" / "apt" / "archives", ignore_errors=True)
         progress(f"base image: docker import as {tag} ...")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        tar_out = tar.stdout
+        assert tar_out is not None  # stdout=PIPE
         try:
-            client.api.import_image(src=iter(lambda: tar.stdout.read(1 << 20), b""), repository=tag.split(":")[0],
+            client.api.import_image(src=iter(lambda: tar_out.read(1 << 20), b""), repository=tag.split(":")[0],
                                     tag=tag.split(":")[1], stream_src=True,
                                     changes=[f"LABEL {IMAGE_LABEL}=base", "ENV LANG=C.UTF-8"])
         finally:
-            tar.stdout.close()
+            tar_out.close()
             tar.wait()
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)
@@ -147,7 +149,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def ensure_kafka(client: docker.DockerClient, base: str, kafka: KafkaRuntime, progress: Progress = print) -> tuple[str, float]:
+def ensure_kafka(client: docker.DockerClient, base: str, kafka: KafkaRuntime,
+                 progress: Progress = print) -> tuple[str, float]:
     """The Kafka/ZooKeeper image for ``kafka``'s jars; built when the version or the jars change."""
     jars = sorted(kafka.lib_dir.glob("*.jar"))
     dockerfile = f"FROM {base}\nCOPY libs/ {KAFKA_LIBS}/\nLABEL kafka-chaos.kafka-version={kafka.version}\n"
@@ -168,7 +171,8 @@ def ensure_kafka(client: docker.DockerClient, base: str, kafka: KafkaRuntime, pr
 def ensure_toxiproxy(client: docker.DockerClient, base: str, toxiproxy: ToxiproxyRuntime,
                      progress: Progress = print) -> tuple[str, float]:
     """The Toxiproxy image for the cached binary; built when the version or the binary changes."""
-    dockerfile = f"FROM {base}\nCOPY toxiproxy-server {TOXIPROXY_BIN}\nLABEL kafka-chaos.toxiproxy-version={toxiproxy.version}\n"
+    dockerfile = (f"FROM {base}\nCOPY toxiproxy-server {TOXIPROXY_BIN}\n"
+                  f"LABEL kafka-chaos.toxiproxy-version={toxiproxy.version}\n")
     binary_hash = hashlib.sha256(toxiproxy.binary.read_bytes()).hexdigest()
     tag = f"kafka-chaos/toxiproxy:{toxiproxy.version}-{_digest(dockerfile, binary_hash)}"
     if _exists(client, tag):

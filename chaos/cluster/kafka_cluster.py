@@ -47,7 +47,12 @@ from chaos.cluster import Capability, NetworkDisconnectable, NodeProcess, PairPa
 from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, cache_root, java_binary, kafka_runtime, toxiproxy_runtime
 from chaos.cluster.settings import (
-    BROKER_ZK_SESSION_MS, broker_properties, jvm_args, log4j_properties, render_properties, zk_config,
+    BROKER_ZK_SESSION_MS,
+    broker_properties,
+    jvm_args,
+    log4j_properties,
+    render_properties,
+    zk_config,
 )
 from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
@@ -327,7 +332,8 @@ class KafkaCluster:
             if mode in ("standalone", "leader", "follower"):
                 return
             if time.monotonic() > deadline:
-                raise InfrastructureError(f"{node} did not become ready (srvr answered {mode!r}): {self._procs[node].log_tail()}")
+                raise InfrastructureError(f"{node} did not become ready (srvr answered {mode!r}): "
+                                          f"{self._procs[node].log_tail()}")
             time.sleep(0.1)
 
     def _wait_usable(self, deadline: float) -> None:
@@ -360,7 +366,8 @@ class KafkaCluster:
 
     def produce_probe(self, topic: str, lane: str = CONTROL_LANE, timeout: float = 5.0,
                       partition: int | None = None) -> int | None:
-        """Produce one record with ``acks=all`` via ``lane`` (to ``partition`` if given); its offset, or None if not acked."""
+        """Produce one record with ``acks=all`` via ``lane`` (to ``partition`` if given); its offset, or None if
+        not acked."""
         result: dict[str, Any] = {}
 
         def on_delivery(err: Any, msg: Any) -> None:
@@ -605,7 +612,8 @@ class KafkaCluster:
                           "pid": toxiproxy.pid if toxiproxy is not None else None,
                           **self.nodes.describe(toxiproxy)},
             "bootstrap": {lane: topo.bootstrap(lane) for lane in topo.lane_names},
-            "links": [{"name": link.name, "listen": topo.listen(link), "upstream": topo.upstream(link)} for link in topo.links],
+            "links": [{"name": link.name, "listen": topo.listen(link), "upstream": topo.upstream(link)}
+                      for link in topo.links],
             "nodes": nodes,
             "startup_seconds": self.startup_seconds,
             "capabilities": sorted(self.capabilities),

@@ -21,10 +21,15 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from chaos.cluster import Capability, NodeProcess
-from chaos.cluster import firewall
+from chaos.cluster import Capability, NodeProcess, firewall
 from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunch, zk_*: this module's names before the split
-    READY_TOPIC, KafkaCluster, NodeLaunch, PairPartitioning, Pausing, zk_command, zk_mode,
+    READY_TOPIC,
+    KafkaCluster,
+    NodeLaunch,
+    PairPartitioning,
+    Pausing,
+    zk_command,
+    zk_mode,
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.cluster.topology import ClusterSpec
@@ -32,7 +37,8 @@ from chaos.process import ManagedProcess, log_excerpt
 
 
 class OwnerMatchCutter:
-    """Pair-wise partitions with host iptables: ``--gid-owner`` names the sending broker (see :mod:`chaos.cluster.firewall`)."""
+    """Pair-wise partitions with host iptables: ``--gid-owner`` names the sending broker
+    (see :mod:`chaos.cluster.firewall`)."""
 
     def __init__(self) -> None:
         self._firewall: firewall.Firewall | None = None

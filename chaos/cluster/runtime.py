@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from chaos.errors import UsageError
 from chaos.model.cluster import DEFAULT_KAFKA_VERSION, validate_kafka_version  # noqa: F401 - re-exported

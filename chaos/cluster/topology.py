@@ -15,8 +15,8 @@ Naming, used everywhere (events, faults, CLI):
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Iterator, Literal
 
 from chaos.errors import UsageError
 from chaos.model.cluster import ClusterSpec  # noqa: F401 - re-exported: the shape a topology is planned from
@@ -129,7 +129,8 @@ class _PortSource:
                 s.bind((LOOPBACK, port))
             except OSError:
                 s.close()
-                raise UsageError(f"port {LOOPBACK}:{port} is already in use: choose another base_port or omit it to use free ports") from None
+                raise UsageError(f"port {LOOPBACK}:{port} is already in use: choose another base_port "
+                                 "or omit it to use free ports") from None
         self._held.append(s)
         return s.getsockname()[1]
 

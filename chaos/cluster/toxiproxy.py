@@ -74,7 +74,8 @@ class ToxiproxyClient:
         try:
             resp = self._http.request(method, self.base + path, json=body, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise InfrastructureError(f"Toxiproxy API {self.base} unreachable ({type(exc).__name__}): is the cluster up?") from exc
+            raise InfrastructureError(f"Toxiproxy API {self.base} unreachable ({type(exc).__name__}): "
+                                      "is the cluster up?") from exc
         if resp.status_code >= 400:
             raise InfrastructureError(f"Toxiproxy {method} {path} failed: HTTP {resp.status_code} {resp.text.strip()[:200]}")
         return resp.json() if resp.content else None

@@ -4,12 +4,9 @@ from chaos.history.event import (
     EVENT_CLASS,
     SCHEMA_VERSION,
     Assigned,
-    Assignor,
     BrokerLog,
     BrokerLogEvent,
-    Client,
     Commit,
-    CommitMode,
     CommittedOffsets,
     Consumed,
     ErrorEvent,
@@ -28,7 +25,6 @@ from chaos.history.event import (
     MemberStop,
     OwnershipChange,
     PhaseEvent,
-    RebalanceProtocol,
     Revoked,
     RunPhase,
     SchemaError,
@@ -36,7 +32,6 @@ from chaos.history.event import (
     SendOk,
     SendUnknown,
     VerificationStage,
-    WrongMode,
     from_dict,
     header_from_dict,
     header_to_json,
@@ -46,6 +41,7 @@ from chaos.history.event import (
 from chaos.history.merge import EVENTS_DIR, HEADER_FILE, HISTORY_FILE, merge_run
 from chaos.history.reader import EventsDirTail, EventTail, History, parse_line, read_history, write_history
 from chaos.history.writer import EventWriter
+from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
 
 __all__ = [
     "EVENT_CLASS", "SCHEMA_VERSION", "Assigned", "Assignor", "BrokerLog", "BrokerLogEvent", "Client", "Commit",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -21,7 +22,7 @@ EVENTS_DIR = "events"
 HISTORY_FILE = "history.jsonl"
 
 
-def _read_source(path: Path, notes: list[str]) -> list[dict]:
+def _read_source(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     data = path.read_bytes()
     if not data:
         return []  # a source that wrote nothing yet
@@ -78,7 +79,7 @@ def merge_run(run_dir: str | os.PathLike[str]) -> Path:
     if not events_dir.is_dir():
         raise UsageError(f"{events_dir}: missing; nothing to merge")
     notes = list(header.notes)
-    keyed: list[tuple[int, str, int, dict]] = []
+    keyed: list[tuple[int, str, int, dict[str, Any]]] = []
     for path in sorted(events_dir.glob("*.jsonl")):
         for obj in _read_source(path, notes):
             keyed.append((obj["mono_ns"], obj["source"], obj["seq"], obj))

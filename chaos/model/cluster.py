@@ -7,7 +7,7 @@ the backends start it.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -53,7 +53,7 @@ class ClusterSpec(BaseModel):
     start_timeout_s: Annotated[float, Field(gt=0)] = 90.0
 
     @model_validator(mode="after")
-    def _check(self) -> "ClusterSpec":
+    def _check(self) -> ClusterSpec:
         validate_kafka_version(self.kafka_version)
         if self.zookeepers % 2 == 0:
             raise ValueError(f"zookeepers={self.zookeepers}: a ZooKeeper ensemble needs an odd size (1 or 3)")
@@ -69,7 +69,7 @@ class ClusterSpec(BaseModel):
         return self.replication_factor if self.replication_factor is not None else min(3, self.brokers)
 
     @classmethod
-    def build(cls, **fields) -> "ClusterSpec":
+    def build(cls, **fields: Any) -> ClusterSpec:
         """Construct, turning validation errors into a one-line UsageError."""
         try:
             return cls(**fields)

@@ -16,14 +16,15 @@ after which it is healed (always — healing runs in ``finally``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chaos.checkers.result import CheckerName
-from chaos.model.cluster import ClusterSpec
 from chaos.errors import UsageError
+from chaos.model.cluster import ClusterSpec
 from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
 from chaos.model.workload import WorkloadSpec
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from chaos.nemesis.kinds import FaultKind
 
 
-def _kinds():
+def _kinds() -> Mapping[str, FaultKind]:
     from chaos.nemesis.kinds import kinds
 
     return kinds()
@@ -51,7 +52,12 @@ def _fault_types() -> type[StrEnum]:
 
 
 #: what a fault does — one member per registered fault kind; each heals itself (see ``chaos plan``)
-FaultType = _fault_types()
+if TYPE_CHECKING:
+    # the members are made at import time from the registry, which a type checker cannot see: it checks
+    # the enum as a plain StrEnum (no code names a member statically)
+    FaultType: TypeAlias = StrEnum
+else:
+    FaultType = _fault_types()
 
 
 class _Strict(BaseModel):
@@ -96,10 +102,11 @@ class Trigger(_Strict):
     timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
     @model_validator(mode="after")
-    def _one(self) -> "Trigger":
+    def _one(self) -> Trigger:
         chosen = [k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(f"give exactly one of at_s, random, state, on_revoked, after_generation (got {chosen or 'none'})")
+            raise ValueError("give exactly one of at_s, random, state, on_revoked, after_generation "
+                             f"(got {chosen or 'none'})")
         return self
 
     @property
@@ -135,14 +142,14 @@ class FaultSpec(_Strict):
     subscription: tuple[Literal["topic", "extra"], ...] | None = None
 
     @property
-    def kind(self) -> "FaultKind":
+    def kind(self) -> FaultKind:
         """The registered kind of this fault (its validation, capability and injection)."""
         from chaos.nemesis.kinds import kind
 
         return kind(self.type.value)
 
     @model_validator(mode="after")
-    def _check(self) -> "FaultSpec":
+    def _check(self) -> FaultSpec:
         k, r = self.kind, self.target
         if r not in k.targets:
             if r is Role.ZOOKEEPER_QUORUM and k.family == "process":
@@ -211,7 +218,7 @@ class Experiment(_Strict):
     expect_violation: tuple[CheckerName, ...] = ()
 
     @model_validator(mode="after")
-    def _check(self) -> "Experiment":
+    def _check(self) -> Experiment:
         members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
         nodes = {f"broker-{i}" for i in range(1, self.cluster.brokers + 1)} | {
             f"zk-{i}" for i in range(1, self.cluster.zookeepers + 1)}
@@ -237,21 +244,23 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
         for i, c in enumerate(self.workload.consumers):
             if c.lane not in lanes:
-                raise ValueError(f"workload.consumers.{i}.lane: {c.lane!r} does not exist; cluster.lanes={self.cluster.lanes} gives {sorted(lanes)}")
+                raise ValueError(f"workload.consumers.{i}.lane: {c.lane!r} does not exist; "
+                                 f"cluster.lanes={self.cluster.lanes} gives {sorted(lanes)}")
         for i, p in enumerate(self.workload.producers):
             if p.lane not in lanes:
                 raise ValueError(f"workload.producers.{i}.lane: {p.lane!r} does not exist; lanes are {sorted(lanes)}")
         if self.workload.replication > self.cluster.brokers:
-            raise ValueError(f"workload.replication={self.workload.replication} exceeds cluster.brokers={self.cluster.brokers}")
+            raise ValueError(f"workload.replication={self.workload.replication} "
+                             f"exceeds cluster.brokers={self.cluster.brokers}")
         return self
 
-    def required_capabilities(self) -> dict[str, "Capability"]:
+    def required_capabilities(self) -> dict[str, Capability]:
         """Fault type -> the backend capability it needs beyond the basic process and link faults."""
         from chaos.cluster import Capability
 
         return {f.type.value: Capability(f.kind.capability) for f in self.faults if f.kind.capability}
 
-    def with_overrides(self, **fields: Any) -> "Experiment":
+    def with_overrides(self, **fields: Any) -> Experiment:
         data = self.model_dump()
         for dotted, value in fields.items():
             node = data

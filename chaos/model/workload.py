@@ -105,7 +105,7 @@ class ConsumerSpec(_Frozen):
     on_handler_error: HandlerErrorPolicy = HandlerErrorPolicy.STOP
 
     @model_validator(mode="after")
-    def _check(self) -> "ConsumerSpec":
+    def _check(self) -> ConsumerSpec:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
         if self.client is Client.CONFLUENT_KAFKA and self.max_poll_interval_ms < self.session_timeout_ms:
@@ -121,11 +121,14 @@ class ConsumerSpec(_Frozen):
             raise ValueError("kafka-python 2.2 has no group.instance.id (KIP-345): use client confluent-kafka or java")
         if self.client is Client.JAVA:
             if self.commit_mode is not CommitMode.SYNC:
-                raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: use commit_mode sync")
+                raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: "
+                                 "use commit_mode sync")
             if self.wrong_mode is not None:
-                raise ValueError("the Java VerifiableConsumer has no wrong_mode: use a Python client for checker validation")
+                raise ValueError("the Java VerifiableConsumer has no wrong_mode: "
+                                 "use a Python client for checker validation")
             if self.processing_delay_ms:
-                raise ValueError("the Java VerifiableConsumer has no processing delay: use a Python client for slow consumers")
+                raise ValueError("the Java VerifiableConsumer has no processing delay: "
+                                 "use a Python client for slow consumers")
             if self.on_handler_error is not HandlerErrorPolicy.STOP:
                 raise ValueError("the Java VerifiableConsumer runs no handler, so on_handler_error does not apply: "
                                  "use a Python client (confluent-kafka, kafka-python) for a handler")
@@ -160,7 +163,7 @@ class WorkloadSpec(BaseModel):
     observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
 
     @model_validator(mode="after")
-    def _one_assignor(self) -> "WorkloadSpec":
+    def _one_assignor(self) -> WorkloadSpec:
         # each member offers one assignor; members without a common one are refused by the
         # coordinator (INCONSISTENT_GROUP_PROTOCOL) and never join
         assignors = {c.assignor for c in self.consumers}

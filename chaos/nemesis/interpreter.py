@@ -66,7 +66,7 @@ class _LiveView:
     (a member-event trigger), else from FindCoordinator.
     """
 
-    def __init__(self, nemesis: "Nemesis", sig: Signal | None):
+    def __init__(self, nemesis: Nemesis, sig: Signal | None):
         self._n, self._sig = nemesis, sig
         self.topic = nemesis.run.topic
 
@@ -122,7 +122,7 @@ class Nemesis:
         self._adhoc = 0  # faults fired by code (fire), numbered t1, t2 …
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> "Nemesis":
+    def start(self) -> Nemesis:
         if any(pf.spec.subscription and "extra" in pf.spec.subscription for pf in self.planned):
             self.run.create_extra_topic()  # not inside a fault's trigger-to-effect time
         self._t0_ns = time.monotonic_ns()
@@ -181,7 +181,8 @@ class Nemesis:
         if sig is not None:
             self._woke[pf.fault_id] = time.monotonic_ns()
         if sig is None:
-            rec.skipped_reason = "chaos phase ended first" if self.cancel.is_set() else f"trigger not seen in {trig.timeout_s}s"
+            rec.skipped_reason = ("chaos phase ended first" if self.cancel.is_set()
+                                  else f"trigger not seen in {trig.timeout_s}s")
             return None
         return sig.happened_ns, sig
 
@@ -207,10 +208,10 @@ class Nemesis:
                          evidence="; ".join(r[1] for r in results)[:2000])
         return ok
 
-    def _landing(self, rec: FaultRecord, trigger: Signal, effect_ns: int) -> None:
+    def _landing(self, rec: FaultRecord, intended_state: str, trigger: Signal, effect_ns: int) -> None:
         """Did the fault take effect before the group left the intended state? Judged from later signals."""
         time.sleep(0.3)  # let the watch read lines logged around the effect
-        exit_kind = _EXIT[rec.intended_state]
+        exit_kind = _EXIT[intended_state]
         left = [s for s in self.watch.since(trigger.happened_ns)
                 if s.kind == exit_kind and s.happened_ns <= effect_ns and s is not trigger]
         rec.landed = not left
@@ -250,7 +251,7 @@ class Nemesis:
                          node=",".join(nodes), params=params, trigger=rec.trigger)
         rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
         if sig is not None and rec.intended_state:
-            self._landing(rec, sig, effect_ns)
+            self._landing(rec, rec.intended_state, sig, effect_ns)
         return actives
 
     def heal(self, pf: PlannedFault, actives: list[Active]) -> None:

@@ -14,7 +14,11 @@ import random
 from typing import Protocol
 
 from chaos.model.target import (  # noqa: F401 - re-exported
-    BROKER_ROLES, MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role,
+    BROKER_ROLES,
+    MEMBER_ROLES,
+    SINGLE_ROLES,
+    LinkScope,
+    Role,
 )
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from chaos.history.event import BrokerLogEvent, Kind
+from chaos.history.event import Assigned, BrokerLogEvent, Revoked
 from chaos.history.reader import EventsDirTail
 from chaos.workload.observer import CoordinatorLog
 
@@ -54,7 +54,7 @@ class LiveWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="live-watch", daemon=True)
 
-    def start(self) -> "LiveWatch":
+    def start(self) -> LiveWatch:
         self.poll_once()  # catch up on warm-up before the first trigger can fire
         self._thread.start()
         return self
@@ -87,13 +87,13 @@ class LiveWatch:
                 self.group_leader = parsed.member_id
                 self._add(Signal("leader", parsed.generation, happened, now, bid, parsed.member_id, line))
         for ev in self.events.poll():
-            if ev.kind is Kind.ASSIGNED:
+            if type(ev) is Assigned:
                 if ev.member_id:
                     self.member_ids[ev.member_id] = ev.source
                 if ev.generation is not None and ev.generation not in self._stable_seen:
                     self._stable_seen.add(ev.generation)
                     self._add(Signal("Stable", ev.generation, ev.mono_ns, now, member=ev.source))
-            elif ev.kind is Kind.REVOKED:
+            elif type(ev) is Revoked:
                 self._add(Signal("revoked", ev.generation, ev.mono_ns, now, member=ev.source))
 
     def wait_for(self, match: Callable[[Signal], bool], since_ns: int, deadline: float,

@@ -99,7 +99,7 @@ def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None]:
 def _night(ts: float | None) -> str:
     if ts is None:
         return "unknown"
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).date().isoformat()
+    return dt.datetime.fromtimestamp(ts, dt.UTC).date().isoformat()
 
 
 def _experiment_name(header: Mapping[str, Any], fallback: str) -> str:
@@ -150,7 +150,7 @@ def discover(results: Path) -> list[RunFiles]:
     if not out:
         raise UsageError(f"{results}: no runs found (no */history.jsonl below it); point at a results directory "
                          "written by `chaos run`, or run `chaos check RUN_DIR` on runs that only have events/")
-    keys = {}
+    keys: dict[str, Path] = {}
     for rf in out:
         prev = keys.setdefault(rf.run_dir.run, rf.run_dir.path)
         if prev != rf.run_dir.path:

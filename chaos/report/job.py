@@ -140,7 +140,7 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
     spark_found = spark_findings.groupBy("invariant").count().collect()
     summary: dict[str, Any] = {
         "results_dir": str(results), "report_dir": str(out),
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "spark": {"master": spark.sparkContext.master, "version": spark.version},
         "runs": len(runs), "experiments": experiments, "nights": nights,
         "events": int(runs_pd["events"].sum()), "torn_lines_dropped": tables["_torn_lines"],

@@ -288,7 +288,7 @@ def parse_events(spark, runs: Sequence[RunFiles]):
     return events, torn
 
 
-def _ownership_udf(pdf):
+def _ownership_udf(pdf: Any) -> Any:  # pandas DataFrame -> DataFrame (pandas ships no types)
     """Ownership intervals of one run from its membership events (pandas, one run at a time)."""
     import pandas as pd
 
@@ -343,7 +343,7 @@ def _unavailability_udf(pdf):
     for (topic, part), g in pdf.groupby(["topic", "partition"]):
         covered = 0
         cur_s, cur_e = None, None
-        for s, e in sorted(zip(g["start_ns"], g["end_ns"])):
+        for s, e in sorted(zip(g["start_ns"], g["end_ns"], strict=False)):
             if cur_e is None or s > cur_e:
                 if cur_e is not None:
                     covered += cur_e - cur_s

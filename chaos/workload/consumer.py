@@ -45,15 +45,17 @@ import signal
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import orjson
 
 from chaos.checkers.incidents import traceback_path  # one place for the file's name: writer and reader
-from chaos.history.event import CommitMode, Kind, WrongMode
+from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.workload import CommitMode, WrongMode
 from chaos.outcome import Operation, Outcome, classify
 from chaos.workload.spec import (
     HANDLER_RETRIES,
@@ -89,7 +91,7 @@ class FatalClientError(Exception):
 class HandlerFailed(Exception):
     """The user's handler raised on a record and ``on_handler_error`` says the member stops."""
 
-    def __init__(self, record: "Record", attempts: int, cause: BaseException):
+    def __init__(self, record: Record, attempts: int, cause: BaseException):
         super().__init__(f"handler raised on {record.topic}-{record.partition}@{record.offset}"
                          f"{f' ({attempts} attempts)' if attempts > 1 else ''}: {type(cause).__name__}: {cause}")
         self.record = record
@@ -287,7 +289,7 @@ class Member:
     # ----------------------------------------------------------- the loop
     def _process(self, batch: list[Record]) -> None:
         per_partition: dict[TP, list[int]] = {}
-        for i, rec in enumerate(batch):
+        for _i, rec in enumerate(batch):
             self.seen += 1
             if self.spec.wrong_mode is WrongMode.SKIP_RECORDS and self.seen % self.spec.skip_every == 0:
                 continue  # wrong on purpose: not processed, but the position moves past it
@@ -398,7 +400,7 @@ def _load_handler(ref: str | None) -> Callable[[Record], None] | None:
 
 def make_client(cfg: WorkerConfig) -> ClientAdapter:
     assert cfg.consumer is not None
-    from chaos.history.event import Client
+    from chaos.model.workload import Client
 
     if cfg.consumer.client is Client.CONFLUENT_KAFKA:
         from chaos.workload.clients.confluent import ConfluentClient

@@ -32,10 +32,11 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any
 
 from chaos.cluster.admin import ClusterAdmin
 from chaos.history.event import BrokerLogEvent, GroupState, Kind
@@ -161,7 +162,7 @@ class GroupObserver:
         self.on_event: Callable[[object], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> "GroupObserver":
+    def start(self) -> GroupObserver:
         self._thread = threading.Thread(target=self._run, name="observer", daemon=True)
         self._thread.start()
         return self
@@ -186,7 +187,7 @@ class GroupObserver:
     # ------------------------------------------------------------ sources
     def _read_logs(self) -> None:
         for bid, line, parsed, clock in self.log.read():
-            extra = {"ts": clock[0], "mono_ns": clock[1]} if clock else {}
+            extra: dict[str, Any] = {"ts": clock[0], "mono_ns": clock[1]} if clock else {}
             if parsed.event in (BrokerLogEvent.STABILIZED, BrokerLogEvent.LOADING) and parsed.generation is not None:
                 # a broker that becomes coordinator again *loads* the group at its current generation:
                 # what it logged as "Stabilized" in an earlier stint is stale from then on
@@ -204,14 +205,14 @@ class GroupObserver:
             info = self.admin.describe_group(self.group, coordinator, wait=False)
         except Exception:  # noqa: BLE001 - a coordinator that is down is an observation, not a crash
             coordinator, info = None, None
+        members: list[dict[str, Any]] = []
         if info is None:
-            state, protocol, members = GroupState.UNKNOWN, None, []
+            state, protocol = GroupState.UNKNOWN, None
         else:
             state = GroupState(info.state) if info.state in GroupState._value2member_map_ else GroupState.UNKNOWN
             protocol = info.protocol or None
-            members = []
             for m in info.members:
-                assignment = []
+                assignment: list[list[Any]] = []
                 a = getattr(m, "member_assignment", None)
                 for topic, parts in getattr(a, "assignment", None) or []:
                     assignment.extend([topic, p] for p in sorted(parts))

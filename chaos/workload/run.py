@@ -33,10 +33,10 @@ from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
-from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.spec import WorkerConfig
 
 
@@ -67,7 +67,7 @@ class WorkloadRun:
         self._merged: Path | None = None
 
     # ------------------------------------------------------------ context
-    def __enter__(self) -> "WorkloadRun":
+    def __enter__(self) -> WorkloadRun:
         self.start()
         return self
 
@@ -163,6 +163,7 @@ class WorkloadRun:
     def create_extra_topic(self) -> None:
         """Create :attr:`extra_topic` (idempotent); the nemesis does it before the chaos phase."""
         if not self._extra_created:
+            assert self.admin is not None  # set when the run started
             self.admin.create_topic(self.extra_topic, self.spec.partitions,
                                     min(self.spec.replication, self.cluster.spec.brokers))
             self._extra_created = True
@@ -225,6 +226,7 @@ class WorkloadRun:
         while time.monotonic() < deadline:
             try:
                 high = self._high_watermarks()
+                assert self.admin is not None  # set when the run started
                 committed = self.admin.committed_offsets(self.group)
                 if all(committed.get((self.topic, p), -1) >= h for p, h in high.items() if h > 0):
                     return True

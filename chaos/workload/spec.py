@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict
 
 from chaos.model.cluster import DEFAULT_KAFKA_VERSION
 from chaos.model.workload import (  # noqa: F401 - re-exported: the records a worker is configured with
-    HANDLER_RETRIES, HANDLER_RETRY_BACKOFF_S, ConsumerSpec, HandlerErrorPolicy, ProducerSpec,
+    HANDLER_RETRIES,
+    HANDLER_RETRY_BACKOFF_S,
+    ConsumerSpec,
+    HandlerErrorPolicy,
+    ProducerSpec,
 )
 
 

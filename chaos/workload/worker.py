@@ -17,7 +17,7 @@ def main(argv: list[str]) -> int:
     if cfg.role == "producer":
         from chaos.workload.producer import run_producer
         return run_producer(cfg)
-    from chaos.history.event import Client
+    from chaos.model.workload import Client
 
     if cfg.consumer is not None and cfg.consumer.client is Client.JAVA:
         from chaos.workload.clients.java import run_java_consumer

@@ -1,4 +1,5 @@
-"""The docker backend through the entry points users run: `pytest --chaos-backend docker` and `chaos run --backend docker`."""
+"""The docker backend through the entry points users run: `pytest --chaos-backend docker` and
+`chaos run --backend docker`."""
 
 import json
 from pathlib import Path

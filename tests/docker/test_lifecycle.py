@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from chaos.cluster.container import LABEL_SESSION, reap_containers
-from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
 from chaos.cluster.container_cluster import DockerCluster
+from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
 from chaos.cluster.topology import ClusterSpec
 
 
@@ -107,7 +107,8 @@ def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped_with_its_na
         driver.kill()
         driver.wait()
     assert psutil.pid_exists(orphan)  # dockerd has no parent-death signal (see container_engine's doc)
-    assert os.path.exists(f"/run/netns/{netns}") and os.readlink(f"/proc/{orphan}/ns/net") != os.readlink("/proc/self/ns/net")
+    assert os.path.exists(f"/run/netns/{netns}")
+    assert os.readlink(f"/proc/{orphan}/ns/net") != os.readlink("/proc/self/ns/net")
     engine = DockerEngine(spare_engine_dirs)
     engine.start()  # reaps the orphan (SIGTERM: it stops its containers) and deletes its namespace
     try:

@@ -11,7 +11,6 @@ Three seeds run in every `make test`; `--run-slow` runs 20 more.
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time

@@ -13,9 +13,9 @@ import pytest
 from chaos.checkers.result import CheckerName, Validity
 from chaos.cluster.admin import retry
 from chaos.experiment import Experiment, FaultSpec
+from chaos.model.workload import ConsumerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import judge_once
-from chaos.model.workload import ConsumerSpec, WorkloadSpec
 from chaos.workload.run import WorkloadRun
 
 CLIENTS = ["confluent-kafka", "kafka-python", "java"]

@@ -8,7 +8,6 @@ allowed; the Kafka/Toxiproxy runtime comes from $KAFKA_CHAOS_CACHE, set up by `c
 import json
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

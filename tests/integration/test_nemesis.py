@@ -13,9 +13,9 @@ from chaos.cluster.admin import retry
 from chaos.experiment import FaultSpec, load_experiment
 from chaos.history.event import Kind
 from chaos.history.reader import EventTail, read_history
+from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import run_once
-from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.run import WorkloadRun
 from tests.scenarios import isr_shrinks_under_a_pairwise_partition
 

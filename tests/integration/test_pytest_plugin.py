@@ -85,8 +85,9 @@ def test_failed_invariant_fails_the_test_with_the_explanation_and_seed_reruns(py
     assert props["test_baseline:chaos_seed"] == ["7"]
     run_dir = Path(props["test_baseline:chaos_run_dir"][0])
     # the same seed gives the same schedule: rerunning with --chaos-seed 7 replays it
+    import json
+
     from chaos.experiment import load_experiment
     from chaos.nemesis.schedule import plan, timeline
-    import json
     assert json.loads((run_dir / "schedule.json").read_text()) == json.loads(json.dumps(
         timeline(plan(load_experiment(ROOT / "experiments" / "baseline.yaml"), 7))))

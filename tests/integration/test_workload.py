@@ -7,12 +7,12 @@ import pytest
 
 from chaos.checkers.judge import judge_run
 from chaos.cluster.admin import retry
-from chaos.history.event import Kind
 from chaos.experiment import Experiment, Phases
+from chaos.history.event import Kind
 from chaos.history.reader import read_history
 from chaos.lifecycle import Run
-from chaos.workload.consumer import inflight_path
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.workload.consumer import inflight_path
 from chaos.workload.run import WorkloadRun
 
 

@@ -3,8 +3,6 @@ their line and field, and the catalogue read exactly as before."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 

@@ -67,7 +67,7 @@ class FaultKind:
     name: str
     family: Family
     summary: str
-    inject: Callable[[Injection], list["Active"]]
+    inject: Callable[[Injection], list[Active]]
     targets: frozenset[Role] = frozenset(Role)
     #: the one-line error for a target outside ``targets`` (default: names the allowed ones)
     target_error: str | None = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
+from chaos.model.target import Role
 from chaos.nemesis.evidence import Active, port_open
 from chaos.nemesis.kinds import FaultKind, Injection, register
-from chaos.model.target import Role
 
 _NODE_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
 

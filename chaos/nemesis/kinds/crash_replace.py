@@ -19,10 +19,10 @@ from __future__ import annotations
 import signal
 import time
 
+from chaos.model.target import MEMBER_ROLES
 from chaos.nemesis.evidence import Active, Evidence, states_text, tree_states
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.model.target import MEMBER_ROLES
 
 
 def _replacement_name(run, member: str) -> str:

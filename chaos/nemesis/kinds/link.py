@@ -9,9 +9,9 @@ new ones.
 
 from __future__ import annotations
 
+from chaos.model.target import SINGLE_ROLES, LinkScope
 from chaos.nemesis.evidence import Active, port_open
 from chaos.nemesis.kinds import FaultKind, Injection, register
-from chaos.model.target import SINGLE_ROLES, LinkScope
 
 
 def links_of(inj: Injection, node: str) -> list[str]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 
 from chaos.errors import InfrastructureError
+from chaos.model.target import Role
 from chaos.nemesis.evidence import Active, Evidence
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.model.target import Role
 
 
 def subscription_at_coordinator(run, member: str, topics: list[str], timeout: float) -> Evidence:

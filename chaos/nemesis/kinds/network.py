@@ -9,9 +9,9 @@ affected. Heal: the rules removed.
 
 from __future__ import annotations
 
+from chaos.model.target import Role
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import FaultKind, Injection, register
-from chaos.model.target import Role
 
 _BROKER_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
 _PEER_ROLES = {"coordinator", "controller", "leader", "random_broker"}

@@ -10,10 +10,10 @@ from __future__ import annotations
 import signal
 import time
 
+from chaos.model.target import MEMBER_ROLES, Role
 from chaos.nemesis.evidence import Active, states_text, tree_states
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.model.target import MEMBER_ROLES, Role
 
 _ANY_PROCESS = frozenset(Role) - {Role.TOPIC}
 

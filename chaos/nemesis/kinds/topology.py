@@ -6,10 +6,10 @@ from __future__ import annotations
 import signal
 import time
 
+from chaos.model.target import Role
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
-from chaos.model.target import Role
 
 
 def add_partitions(inj: Injection) -> list[Active]:
@@ -57,7 +57,11 @@ def rolling_restart(inj: Injection) -> list[Active]:
         back = [x for x in nodes if n.alive(x)]
         return len(back) == len(nodes), f"restarted in turn: {done}; running: {back}"
 
-    return [Active(done, lambda: [n.start(x) for x in nodes], all_back, all_back)]
+    def start_all() -> None:
+        for x in nodes:
+            n.start(x)
+
+    return [Active(done, start_all, all_back, all_back)]
 
 
 def _check_add(spec) -> None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from chaos.history.event import Assignor, Client, CommitMode, RebalanceProtocol
+from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.outcome import Outcome
 from chaos.workload.consumer import Callbacks, CommitResult, FatalClientError, Record, classify_commit
 from chaos.workload.spec import WorkerConfig
@@ -48,7 +48,8 @@ class ConfluentClient:
         spec = cfg.consumer
         assert spec is not None
         if spec.assignor is Assignor.STICKY:
-            raise ValueError("confluent-kafka has no eager 'sticky' assignor: use cooperative-sticky, or client kafka-python/java")
+            raise ValueError("confluent-kafka has no eager 'sticky' assignor: use cooperative-sticky, "
+                             "or client kafka-python/java")
         self.spec = spec
         self._callbacks: Callbacks | None = None
         self._fatal: KafkaError | None = None

@@ -75,8 +75,9 @@ from pathlib import Path
 import orjson
 
 from chaos.cluster.runtime import KafkaRuntime, java_binary, kafka_runtime
-from chaos.history.event import Assignor, Client, CommitMode, Kind
+from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.workload import Assignor, Client, CommitMode
 from chaos.outcome import Operation, classify
 from chaos.process import _pdeathsig
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
@@ -290,8 +291,8 @@ class Translator:
             self._commit_view = (self.generation, self.member_id)  # commitSync follows with this generation
             self._commit_sent = at  # ... right after this line was printed: when the commit was sent
         elif name == "offsets_committed":
-            offsets = sorted((o["topic"], o["partition"], o["offset"]) for o in obj.get("offsets", []))
-            if not offsets:
+            committed = sorted((o["topic"], o["partition"], o["offset"]) for o in obj.get("offsets", []))
+            if not committed:
                 return  # VerifiableConsumer calls commitSync even for an empty poll; nothing is sent
             error = None if obj.get("success", True) else (obj.get("error") or "unknown commit failure")
             error_name = commit_error_name(error)
@@ -300,7 +301,7 @@ class Translator:
             stamps = dict(self._commit_sent or at)
             if at and self._commit_sent:
                 stamps["answered_ns"] = at["mono_ns"]
-            self.events.emit(Kind.COMMIT, group=self.group, offsets=[list(o) for o in offsets],
+            self.events.emit(Kind.COMMIT, group=self.group, offsets=[list(o) for o in committed],
                              outcome=classify(Operation.COMMIT, None, error_name).value, error_code=None,
                              error_name=error_name, auto=False, generation=gen, member_id=member, **stamps)
             self._commit_sent = {}

@@ -40,7 +40,7 @@ that the member commits what it processed (as the Java client's
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import kafka
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -50,7 +50,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.errors import KafkaError
 
-from chaos.history.event import Assignor, Client, CommitMode
+from chaos.model.workload import Assignor, Client, CommitMode
 from chaos.outcome import Outcome
 from chaos.workload.consumer import Callbacks, CommitResult, Record, classify_commit
 from chaos.workload.spec import WorkerConfig

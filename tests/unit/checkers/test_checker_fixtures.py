@@ -42,7 +42,8 @@ def test_fixture(name):
     verdict = run_checkers(read_history(FIXTURES / name))
     got = {r.checker.value: r.valid.value for r in verdict.results}
     want = {c.value: spec["expect"].get(c.value, "true") for c in CheckerName}
-    assert got == want, {r.checker.value: r.summary for r in verdict.results if got[r.checker.value] != want[r.checker.value]}
+    assert got == want, {r.checker.value: r.summary for r in verdict.results
+                         if got[r.checker.value] != want[r.checker.value]}
     for checker, seqs in spec["evidence"].items():
         result = verdict.result(checker)
         # a false answer cites its violations; an unknown one its findings (reported, not violations)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.incidents import IncidentKind, collect, traceback_files
 from chaos.checkers.judge import verdict_dict
-from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.registry import run_checkers
 from chaos.history import Header, History, from_dict
 

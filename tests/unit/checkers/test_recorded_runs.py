@@ -22,7 +22,8 @@ def test_recorded_run(name):
     verdict = run_checkers(read_history(RECORDED / name))
     got = {r.checker.value: r.valid.value for r in verdict.results}
     want = {c.value: MANIFEST[name]["expect"].get(c.value, "true") for c in CheckerName}
-    assert got == want, {r.checker.value: r.summary for r in verdict.results if got[r.checker.value] != want[r.checker.value]}
+    assert got == want, {r.checker.value: r.summary for r in verdict.results
+                         if got[r.checker.value] != want[r.checker.value]}
     for r in verdict.results:
         if r.valid is Validity.FALSE:
             assert r.violations and all(f.evidence for f in r.violations)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import Capability, Cluster, NetworkDisconnectable, PairPartitionable, Pausable, new_cluster
-from chaos.cluster import firewall
+from chaos.cluster import Capability, Cluster, NetworkDisconnectable, PairPartitionable, Pausable, firewall, new_cluster
 from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.kafka_cluster import KafkaCluster
 from chaos.cluster.local import LocalCluster
@@ -93,7 +92,8 @@ def test_docker_rejects_an_unknown_network_and_a_detached_cluster():
 
 def test_the_factory_picks_the_backend():
     assert type(new_cluster("local", ClusterSpec(), kafka=KAFKA, toxiproxy=TOXIPROXY)) is LocalCluster
-    assert type(new_cluster("docker", ClusterSpec(), docker_host=NO_ENGINE, kafka=KAFKA, toxiproxy=TOXIPROXY)) is DockerCluster
+    made = new_cluster("docker", ClusterSpec(), docker_host=NO_ENGINE, kafka=KAFKA, toxiproxy=TOXIPROXY)
+    assert type(made) is DockerCluster
     with pytest.raises(ValueError):
         new_cluster("kraft", ClusterSpec())
 

@@ -94,7 +94,8 @@ def _random_experiment():
     return parse_experiment({
         "name": "r", "phases": {"chaos_s": 60},
         "faults": [
-            {"type": "kill", "target": "random_broker", "duration_s": 5, "trigger": {"random": {"count": 4, "min_gap_s": 8}}},
+            {"type": "kill", "target": "random_broker", "duration_s": 5,
+             "trigger": {"random": {"count": 4, "min_gap_s": 8}}},
             {"type": "latency", "target": "random_member", "params": {"latency_ms": 100},
              "trigger": {"random": {"count": 3, "start_s": 5, "end_s": 40}}},
             {"type": "kill", "target": "coordinator", "trigger": {"state": "CompletingRebalance"}},

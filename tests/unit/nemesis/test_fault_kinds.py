@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from chaos.experiment import FaultType, parse_experiment
 from chaos.errors import UsageError
+from chaos.experiment import FaultType, parse_experiment
 from chaos.nemesis.kinds import kinds
 from chaos.nemesis.target import Role, resolve
 

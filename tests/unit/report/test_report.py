@@ -93,7 +93,7 @@ def test_derived_tables(report):
     assert reb["duration_s"].dropna().between(0, 120).all() and reb["duration_s"].notna().any()
     ivs = table(out, "ownership_intervals")
     assert (ivs["end_ns"] >= ivs["start_ns"]).all()
-    base = ivs[ivs["experiment"] == "baseline"]  # noqa: the recorded baseline run
+    base = ivs[ivs["experiment"] == "baseline"]  # the recorded baseline run
     assert base["partition"].nunique() == 12  # the baseline workload has 12 partitions
     un = table(out, "partition_unavailability")
     assert (un["unowned_s"] <= un["window_s"] + 1e-9).all()
@@ -114,7 +114,7 @@ def test_spark_recheck_agrees_with_the_checkers_on_every_fixture(report):
     compared = rc[rc["compared"]]
     # every (run, invariant) is compared, except where the checker answered unknown (nothing to agree
     # with) and ownership in cooperative runs (the eager rule does not apply)
-    unknown = {(r, c) for r, cs in zip(runs["run"], runs["unknown_checkers"]) for c in cs}
+    unknown = {(r, c) for r, cs in zip(runs["run"], runs["unknown_checkers"], strict=False) for c in cs}
     for r in rc[~rc["compared"]].itertuples():
         assert (r.run, r.invariant) in unknown or (
             r.invariant == "ownership-generation" and "cooperative" in r.run), (r.run, r.invariant, r.note)
@@ -122,7 +122,7 @@ def test_spark_recheck_agrees_with_the_checkers_on_every_fixture(report):
     assert compared["agree"].all()
     # the re-check is not vacuous: it finds the known-bad fixtures' violations itself
     found = compared[compared["spark_violations"] > 0]
-    got = {(r.split("/")[-1], inv) for r, inv in zip(found["run"], found["invariant"])}
+    got = {(r.split("/")[-1], inv) for r, inv in zip(found["run"], found["invariant"], strict=False)}
     assert set(SPARK_MUST_FIND.items()) <= got
     clean = {r.split("/")[-1] for r in runs[runs["valid"] == "true"]["run"]}
     assert not {run for run, _ in got} & clean  # nothing found in runs every checker passed

@@ -15,8 +15,8 @@ import pytest
 from chaos.history.event import Assigned, Commit, Consumed, ErrorEvent, Lost, Revoked
 from chaos.history.reader import parse_line
 from chaos.history.writer import EventWriter
-from chaos.workload.clients.java import Translator, check_spec, commit_error_name
 from chaos.model.workload import ConsumerSpec
+from chaos.workload.clients.java import Translator, check_spec, commit_error_name
 
 MEMBER = "consumer-1-3935a12c-0459-4b4a-93f8-515b147332cd"
 LOG = "@@log INFO org.apache.kafka.clients.consumer.internals.ConsumerCoordinator [Consumer clientId=consumer-1, groupId=gl] "
@@ -207,6 +207,6 @@ def test_events_are_stamped_when_the_jvm_made_them_not_when_read(tmp_path):
     committed_ms = [o["timestamp"] for o in json_lines if o["name"] == "offsets_committed" and o.get("offsets")]
     commits = of(events, Commit)
     assert commits and len(commits) == len(committed_ms)
-    for c, sent, answered in zip(commits, consumed_ms, committed_ms):
+    for c, sent, answered in zip(commits, consumed_ms, committed_ms, strict=False):
         assert c.mono_ns == sent * 1_000_000 - 5 and c.answered_ns == answered * 1_000_000 - 5
         assert c.mono_ns <= c.answered_ns
