@@ -22,7 +22,8 @@ setup-browser:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]'
+	@# compat editable mode (a path entry): setuptools' default finder prints a BuildBackendWarning wall
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]' --config-settings editable_mode=compat
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
