@@ -55,6 +55,8 @@ class FaultRecord:
     healed_ok: bool | None = None
     start_s: float | None = None
     end_s: float | None = None
+    #: CLOCK_MONOTONIC ns when the fault took effect (the signal sent, the toxic listed): what landing is judged at
+    effect_ns: int | None = None
 
 
 class _LiveView:
@@ -233,7 +235,7 @@ class Nemesis:
         inject_ns = time.monotonic_ns()
         actives, effect_ns = self._inject(pf, nodes)
         effect_ns = effect_ns or time.monotonic_ns()
-        rec.fired, rec.nodes = True, nodes
+        rec.fired, rec.nodes, rec.effect_ns = True, nodes, effect_ns
         rec.links = [l for a in actives for l in a.links]
         rec.start_s = self._rel_s(inject_ns)
         rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)

@@ -18,8 +18,8 @@ def test_readme_cli_examples_run(tmp_path):
     commands = readme_commands()
     assert commands and all(c.startswith("chaos ") for c in commands)
     for command in commands:
-        argv = [sys.executable, "-m", "chaos.cli", *shlex.split(command)[1:]]
-        argv = [a.replace("/tmp/", f"{tmp_path}/") for a in argv]
+        args = [a.replace("/tmp/", f"{tmp_path}/") for a in shlex.split(command)[1:]]
+        argv = [sys.executable, "-m", "chaos.cli", *args]
         res = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert res.returncode == 0, (command, res.stderr)
         assert "Traceback" not in res.stderr
