@@ -22,8 +22,9 @@ setup-browser:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@# compat editable mode (a path entry): setuptools' default finder prints a BuildBackendWarning wall
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]' --config-settings editable_mode=compat
+	@# setuptools warns on every editable install ("be careful with folders ... same name as your package"),
+	@# which pip >= 25 prints as a 12-line BuildBackendWarning: advice for the package's authors, not its users
+	@PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
