@@ -145,6 +145,13 @@ def _log_lines_before(path, group, t_wall):
 def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(kafka_cluster, tmp_path):
     exp = load_experiment(ROOT / "experiments" / "coordinator-kill-completing-eager.yaml")
     exp = exp.with_overrides(**{"phases.chaos_s": 10.0})
+    # CompletingRebalance lasts from the join's completion to the leader's SyncGroup: a few ms, which a
+    # loaded machine's kill (tens of ms from wake-up to signal, measured in CI-like runs) can miss every
+    # time. 150 ms of latency on every member's lane (JoinGroup response down, SyncGroup up) widens it
+    # to >= 300 ms, so whether the kill lands is decided by the nemesis, not by the machine's load.
+    slow = tuple(FaultSpec(type="latency", target="member", node=f"consumer-{i}", params={"latency_ms": 150},
+                           trigger={"at_s": 0.2}, duration_s=9.5) for i in range(len(exp.workload.consumers)))
+    exp = exp.model_copy(update={"faults": exp.faults + slow})
     confirmed = 0
     for attempt in range(3):
         run_dir = run_once(kafka_cluster, exp, 100 + attempt, tmp_path / f"run{attempt}")
