@@ -16,11 +16,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from chaos.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.model.experiment import Experiment
 
 EXIT_CODES = """\b
 Exit codes:
@@ -123,6 +126,54 @@ def _check_kafka_version(version: str | None) -> None:
             raise UsageError(f"--kafka-version: {exc}") from None
 
 
+#: the Kafka releases each metadata mode runs, for help texts (chaos.model.cluster.modes_of)
+VERSIONS_HELP = "2.8.x-3.9.x run ZooKeeper, 3.7.x-4.x KRaft; 4.x is KRaft only"
+
+
+def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_protocol: str | None = None,
+                    flag: str = "--") -> Experiment:
+    """``exp`` on another Kafka release and/or group protocol, validated again as a whole.
+
+    Used by ``chaos run --kafka-version/--group-protocol`` and by the pytest plugin's
+    ``--chaos-kafka-version/--chaos-group-protocol`` (``flag`` is the prefix of the option names the
+    error line cites). The metadata mode follows the release unless the file sets ``cluster.mode``
+    (:func:`chaos.model.cluster.modes_of`: 4.x is KRaft only, KIP-833). ``group_protocol`` is set on
+    every member: under ``consumer`` (KIP-848) the coordinator assigns, so a member's client-side
+    ``assignor`` is reset to its default (it has no meaning there; ``remote_assignor`` is kept); under
+    ``classic`` ``remote_assignor`` is dropped. A combination the model refuses (KIP-848 on a ZooKeeper
+    cluster, kafka-python under KIP-848, a ZooKeeper target on KRaft, ...) is a one-line UsageError
+    naming the experiment and the options.
+    """
+    from chaos.experiment import parse_experiment
+    from chaos.model.workload import ConsumerSpec, GroupProtocol
+
+    if kafka_version is None and group_protocol is None:
+        return exp
+    data = exp.model_dump()
+    given = []
+    if kafka_version is not None:
+        data["cluster"]["kafka_version"] = kafka_version
+        given.append(f"{flag}kafka-version {kafka_version}")
+    if group_protocol is not None:
+        protocol = GroupProtocol(group_protocol)
+        for member in data["workload"]["consumers"]:
+            member["group_protocol"] = protocol
+            if protocol is GroupProtocol.CONSUMER:
+                member["assignor"] = ConsumerSpec.model_fields["assignor"].default
+            else:
+                member["remote_assignor"] = None
+        given.append(f"{flag}group-protocol {protocol.value}")
+    return parse_experiment(data, f"{exp.name} with {' '.join(given)}")
+
+
+def client_side_assignors(exp: Experiment) -> list[str]:
+    """The members of ``exp`` whose client-side assignor ``--group-protocol consumer`` sets aside."""
+    from chaos.model.workload import ConsumerSpec
+
+    default = ConsumerSpec.model_fields["assignor"].default
+    return [f"consumer-{i} ({c.assignor.value})" for i, c in enumerate(exp.workload.consumers) if c.assignor != default]
+
+
 def _console():
     """Progress on stderr: time-stamped lines, no developer file:line suffix."""
     from rich.console import Console
@@ -155,9 +206,9 @@ def main() -> None:
 
 @main.command(short_help="Fetch Kafka (Maven Central) and build Toxiproxy (Go module proxy) into the cache.",
               epilog="\b\nExamples:\n  chaos setup\n  chaos setup --kafka-version 3.7.2\n"
-                     "  KAFKA_CHAOS_CACHE=/data/kc chaos setup")
+                     "  chaos setup --kafka-version 4.4.0\n  KAFKA_CHAOS_CACHE=/data/kc chaos setup")
 @click.option("--kafka-version", default=None, metavar="X.Y.Z",
-              help="Kafka release to fetch, a ZooKeeper-mode release 2.8.x-3.9.x (default 3.9.1).")
+              help=f"Kafka release to fetch: {VERSIONS_HELP} (default 3.9.1).")
 def setup(kafka_version: str | None) -> None:
     """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache
     ($KAFKA_CHAOS_CACHE, default ~/.cache/kafka-chaos). A no-op when they are there already."""
@@ -179,7 +230,8 @@ def setup(kafka_version: str | None) -> None:
 
 @main.group(cls=_Group, context_settings=CONTEXT,
             short_help="Start, inspect and stop a long-lived local cluster (outside experiments).",
-            epilog="\b\nExamples:\n  chaos cluster up --brokers 3\n  chaos cluster status --json\n"
+            epilog="\b\nExamples:\n  chaos cluster up --brokers 3\n  chaos cluster up --kafka-version 4.4.0\n"
+                   "  chaos cluster status --json\n"
                    "  chaos cluster down\n  chaos cluster down cluster-20250101-120000-ab12cd")
 def cluster() -> None:
     """Start, inspect and stop a long-lived local cluster, to point your own clients at
@@ -188,11 +240,23 @@ def cluster() -> None:
 
 @cluster.command("up", short_help="Start a cluster that keeps running after this command exits.",
                  epilog="\b\nExamples:\n  chaos cluster up\n  chaos cluster up --brokers 1 --lanes 1\n"
-                        "  chaos cluster up --zookeepers 3 --override log.retention.ms=60000 --json")
+                        "  chaos cluster up --zookeepers 3 --override log.retention.ms=60000 --json\n"
+                        "  chaos cluster up --kafka-version 4.4.0 --controllers 3\n"
+                        "  chaos cluster up --kafka-version 3.9.1 --mode kraft --controller-placement isolated")
 @click.option("--brokers", default=3, show_default=True, type=int, help="number of Kafka brokers")
-@click.option("--zookeepers", default=1, show_default=True, type=int, help="ZooKeeper nodes: 1, or 3 (an ensemble)")
 @click.option("--kafka-version", default=None, metavar="X.Y.Z",
-              help="Kafka release, 2.8.x-3.9.x (default 3.9.1; fetched by `chaos setup --kafka-version`)")
+              help=f"Kafka release: {VERSIONS_HELP} (default 3.9.1; fetched by `chaos setup --kafka-version`)")
+@click.option("--mode", default=None, type=click.Choice(["zookeeper", "kraft"]),
+              help="where metadata lives (default: the release's own: ZooKeeper up to 3.9.x, KRaft from 4.0; "
+                   "3.7.x-3.9.x run either)")
+@click.option("--zookeepers", default=1, show_default=True, type=int,
+              help="ZooKeeper mode: ZooKeeper nodes, 1 or 3 (an ensemble)")
+@click.option("--controllers", default=1, show_default=True, type=int,
+              help="KRaft: controller quorum voters, 1 or 3")
+@click.option("--controller-placement", default="combined", show_default=True,
+              type=click.Choice(["combined", "isolated"]),
+              help="KRaft: controllers inside the first brokers (process.roles=broker,controller) or in JVMs "
+                   "of their own (controller-1..N)")
 @click.option("--lanes", default=2, show_default=True, type=int,
               help="client lanes: each has its own Toxiproxy proxies to every broker")
 @click.option("--replication-factor", default=None, type=int, help="RF of internal topics (default min(3, brokers))")
@@ -200,11 +264,16 @@ def cluster() -> None:
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="a broker setting (server.properties key), repeatable")
 @click.option("--json", "as_json", is_flag=True, help="print the status (addresses, pids, settings) as JSON")
-def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, base_port, overrides, as_json) -> None:
-    """Start a cluster that keeps running after this command exits (stop it with `chaos cluster down`)."""
+def cluster_up(brokers, kafka_version, mode, zookeepers, controllers, controller_placement, lanes, replication_factor,
+               base_port, overrides, as_json) -> None:
+    """Start a cluster that keeps running after this command exits (stop it with `chaos cluster down`).
+
+    ZooKeeper mode (Kafka 2.8.x-3.9.x) runs ZooKeeper and brokers; KRaft (3.7.x-4.x, KIP-500) runs a
+    controller quorum, inside the brokers or apart from them, and no ZooKeeper."""
     from chaos.cluster.local import LocalCluster
     from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
     from chaos.cluster.topology import ClusterSpec
+    from chaos.model.cluster import ControllerPlacement
 
     _check_kafka_version(kafka_version)
     parsed = {}
@@ -214,12 +283,26 @@ def cluster_up(brokers, zookeepers, kafka_version, lanes, replication_factor, ba
             raise UsageError(f"--override {item!r}: write KEY=VALUE, e.g. --override log.retention.ms=60000")
         parsed[key] = value
     spec = ClusterSpec.build(brokers=brokers, zookeepers=zookeepers, kafka_version=kafka_version or DEFAULT_KAFKA_VERSION,
+                             mode=mode, controllers=controllers, controller_placement=controller_placement,
                              lanes=lanes, replication_factor=replication_factor, base_port=base_port,
                              broker_overrides=parsed)
+    # an option of the other mode would be ignored without a word: refuse it instead
+    given = click.get_current_context().get_parameter_source
+    other = ("controllers", "controller_placement") if not spec.kraft else ("zookeepers",)
+    for name in other:
+        if given(name) is click.core.ParameterSource.COMMANDLINE:
+            raise UsageError(f"--{name.replace('_', '-')} applies to {'ZooKeeper' if spec.kraft else 'KRaft'} "
+                             f"mode only; this cluster runs {spec.metadata_mode.value} (kafka {spec.kafka_version}): "
+                             f"drop it or choose --mode / --kafka-version")
     c = LocalCluster(spec, detached=True)
     console = _console()
-    console.log(f"starting {zookeepers} ZooKeeper, {brokers} broker(s) and Toxiproxy "
-                f"(kafka {spec.kafka_version}; usually 5-15 s) ...")
+    if spec.kraft:
+        where = (f"in JVMs of their own ({', '.join(spec.controller_nodes)})"
+                 if spec.controller_placement is ControllerPlacement.ISOLATED else f"in {', '.join(spec.controller_nodes)}")
+        nodes = f"{spec.controllers} KRaft controller(s) {where}, {brokers} broker(s)"
+    else:
+        nodes = f"{zookeepers} ZooKeeper, {brokers} broker(s)"
+    console.log(f"starting {nodes} and Toxiproxy (kafka {spec.kafka_version}; usually 5-15 s) ...")
     with console.status("waiting for the cluster to be usable ..."):
         c.start()
     status = c.status()
@@ -468,13 +551,18 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
               epilog="\n\n".join([
                   "\b\nExamples:\n  chaos run baseline\n  chaos run coordinator-kill-completing-eager --runs 5 --seed 100\n"
                   "  chaos run my-experiment.yaml --backend docker\n  chaos run --nightly --budget 2h --out results\n"
+                  "  chaos run baseline --kafka-version 4.4.0 --group-protocol consumer\n"
                   "  chaos run baseline --json | jq '.[].valid'", EXIT_CODES]))
 @click.argument("experiments", nargs=-1, shell_complete=_complete_experiments, metavar="[EXPERIMENT]...")
 @click.option("--runs", default=None, type=click.IntRange(1, 10000), help="runs per experiment (default: its `runs`)")
 @click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where run directories go (default runs/, or results/ with --nightly)")
-@click.option("--kafka-version", default=None, metavar="X.Y.Z", help="override the experiments' Kafka version")
+@click.option("--kafka-version", default=None, metavar="X.Y.Z",
+              help=f"override the experiments' Kafka release ({VERSIONS_HELP}); the metadata mode follows it")
+@click.option("--group-protocol", default=None, type=click.Choice(["classic", "consumer"]),
+              help="override every member's group protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848, "
+                   "needs KRaft; the coordinator assigns, so members' client-side assignors are set aside)")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
               help="override the experiments' cluster backend (docker: containers on kafka-chaos's own engine)")
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
@@ -483,7 +571,8 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print the outcomes as a JSON list (one object per run) instead of one line per run")
-def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, directories, as_json) -> None:
+def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, nightly, budget, directories,
+        as_json) -> None:
     """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
     planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
@@ -505,14 +594,31 @@ def run(experiments, runs, seed, out, kafka_version, backend, nightly, budget, d
         exps = [e for _, e in entries if not isinstance(e, UsageError)]  # none is, checked just above
         if not exps:
             raise UsageError("the catalogue is empty: name experiment files, or add --dir")
-    if kafka_version:
-        exps = [e.with_overrides(**{"cluster.kafka_version": kafka_version}) for e in exps]
+    console = _console()
+    if group_protocol == "consumer":
+        set_aside = [f"{e.name}: {', '.join(m)}" for e in exps if (m := client_side_assignors(e))]
+        if set_aside:
+            console.log("--group-protocol consumer: the coordinator assigns (KIP-848); client-side assignors set "
+                        f"aside in {'; '.join(set_aside)}")
+    if experiments:  # named: each must run as asked
+        exps = [apply_overrides(e, kafka_version=kafka_version, group_protocol=group_protocol) for e in exps]
+    else:  # the whole catalogue: what cannot run on this cluster / protocol (ZooKeeper faults on KRaft) is left out
+        fitting, left_out = [], []
+        for e in exps:
+            try:
+                fitting.append(apply_overrides(e, kafka_version=kafka_version, group_protocol=group_protocol))
+            except UsageError as exc:
+                left_out.append(_one_line(exc))
+        if not fitting:
+            raise UsageError(f"no catalogue experiment can run so: {left_out[0]}")
+        for reason in left_out:
+            console.log(f"left out: {reason}")
+        exps = fitting
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
     budget_s = parse_budget(budget) if nightly else 0.0
     root = out or Path("results" if nightly else "runs")
     total = "?" if nightly else sum(runs or e.runs for e in exps)
-    console = _console()
     done = {"n": 0}
     t_start = time.monotonic()
     following: dict[str, RunProgress] = {}

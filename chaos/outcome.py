@@ -92,6 +92,9 @@ _TABLE: tuple[ErrorOutcome, ...] = tuple(ErrorOutcome(*row) for row in (
     ("NOT_COORDINATOR", 16, _UNK, _FAIL, "commit sent to a broker that is not the coordinator"),
     ("ILLEGAL_GENERATION", 22, _UNK, _FAIL, "stale generation: fenced by the coordinator"),
     ("UNKNOWN_MEMBER_ID", 25, _UNK, _FAIL, "member was removed from the group: fenced"),
+    # KIP-848: OffsetCommit carries the member epoch (ConsumerGroup.validateOffsetCommit)
+    ("STALE_MEMBER_EPOCH", 113, _UNK, _FAIL, "KIP-848: the commit's member epoch is not the member's current one"),
+    ("FENCED_MEMBER_EPOCH", 110, _UNK, _FAIL, "KIP-848: the member was fenced (epoch reset); it must rejoin"),
     ("REBALANCE_IN_PROGRESS", 27, _UNK, _FAIL, "commit during CompletingRebalance is rejected"),
     ("FENCED_INSTANCE_ID", 82, _UNK, _FAIL, "static instance now mapped to another member (KIP-345)"),
     ("UNSTABLE_OFFSET_COMMIT", 88, _UNK, _FAIL, "pending transactional offsets (KIP-447)"),

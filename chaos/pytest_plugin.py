@@ -20,8 +20,15 @@ exact schedule (``--chaos-seed``).
 
 Options (ini keys in brackets): ``--chaos-backend`` [chaos_backend],
 ``--chaos-seed`` [chaos_seed], ``--chaos-runs`` [chaos_runs],
-``--kafka-version`` [chaos_kafka_version], ``--chaos-out`` [chaos_out],
+``--chaos-kafka-version`` (alias ``--kafka-version``) [chaos_kafka_version],
+``--chaos-group-protocol`` [chaos_group_protocol], ``--chaos-out`` [chaos_out],
 ``--run-slow`` (nightly-size tests marked ``slow``).
+
+The Kafka version and group protocol act as ``chaos run --kafka-version/--group-protocol`` do
+(:func:`chaos.cli.apply_overrides`): every ``run_experiment`` experiment is moved onto them and validated
+again (a 4.x version means KRaft); one the move makes impossible (a ZooKeeper fault on KRaft,
+kafka-python under KIP-848) is skipped with the model's reason. The shared cluster runs the version
+(default 3.9.1), and ``consumer_group`` members get the protocol unless the test names one.
 """
 
 from __future__ import annotations
@@ -38,13 +45,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--chaos-backend", default=None, choices=["local", "docker"], help="cluster backend [ini chaos_backend]")
     group.addoption("--chaos-seed", default=None, type=int, help="seed of the fault schedules [ini chaos_seed]")
     group.addoption("--chaos-runs", default=None, type=int, help="runs per run_experiment call [ini chaos_runs]")
-    group.addoption("--kafka-version", default=None, help="Kafka version of the clusters [ini chaos_kafka_version]")
+    group.addoption("--chaos-kafka-version", "--kafka-version", dest="chaos_kafka_version", default=None,
+                    metavar="X.Y.Z", help="Kafka release of the clusters and experiments: 2.8.x-3.9.x ZooKeeper, "
+                                          "3.7.x-4.x KRaft (4.x: KRaft only) [ini chaos_kafka_version]")
+    group.addoption("--chaos-group-protocol", dest="chaos_group_protocol", default=None,
+                    choices=["classic", "consumer"],
+                    help="group protocol of every member: classic, or consumer (KIP-848; needs KRaft) "
+                         "[ini chaos_group_protocol]")
     group.addoption("--chaos-out", default=None, help="directory for run directories (default: pytest's tmp)")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow (nightly-size)")
     parser.addini("chaos_backend", "cluster backend", default="local")
     parser.addini("chaos_seed", "seed of the fault schedules", default="1")
     parser.addini("chaos_runs", "runs per run_experiment call", default="1")
-    parser.addini("chaos_kafka_version", "Kafka version", default="3.9.1")
+    # empty: the experiments' own versions, and 3.9.1 for the shared cluster
+    parser.addini("chaos_kafka_version", "Kafka version (default: each experiment's; 3.9.1 for the shared cluster)",
+                  default="")
+    parser.addini("chaos_group_protocol", "group protocol of every member: classic or consumer (default: each "
+                                          "experiment's)", default="")
     parser.addini("chaos_out", "directory for run directories", default="")
     parser.addini("chaos_experiments", "directory of the experiment catalogue", default="experiments")
 
@@ -54,6 +71,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: nightly-size suite, runs only with --run-slow")
     config.addinivalue_line("markers", "chaos(experiment=None, seed=None, runs=None): parameters for run_experiment "
                                        "and the chaos fixtures of this test")
+    version, protocol = _kafka_version(config), _group_protocol(config)
+    if version is None and protocol is None:
+        return  # nothing to check: the model is not even imported
+    from chaos.errors import UsageError
+    from chaos.model.cluster import (
+        DEFAULT_KAFKA_VERSION,
+        KRAFT_KAFKA_VERSION,
+        ClusterMode,
+        modes_of,
+        validate_kafka_version,
+    )
+
+    if version is not None:
+        try:
+            validate_kafka_version(version)
+        except UsageError as exc:
+            raise pytest.UsageError(f"--chaos-kafka-version: {exc}") from None
+    # KIP-848 needs KRaft, which the shared cluster runs only on a version whose default mode is KRaft
+    if protocol == "consumer" and modes_of(version or DEFAULT_KAFKA_VERSION)[0] is not ClusterMode.KRAFT:
+        raise pytest.UsageError(f"--chaos-group-protocol consumer (KIP-848) needs a KRaft cluster: add "
+                                f"--chaos-kafka-version 4.x (e.g. {KRAFT_KAFKA_VERSION})")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,6 +108,19 @@ def _opt(config: pytest.Config, name: str, ini: str):
     return value if value is not None else config.getini(ini)
 
 
+def _kafka_version(config: pytest.Config) -> str | None:
+    """The Kafka version asked for (option, else ini), or None: the experiments' own."""
+    return _opt(config, "chaos_kafka_version", "chaos_kafka_version") or None
+
+
+def _group_protocol(config: pytest.Config) -> str | None:
+    """The group protocol asked for (option, else ini), or None: the experiments' own."""
+    protocol = _opt(config, "chaos_group_protocol", "chaos_group_protocol") or None
+    if protocol not in (None, "classic", "consumer"):
+        raise pytest.UsageError(f"chaos_group_protocol = {protocol}: write classic or consumer")
+    return protocol
+
+
 def _marker(request: pytest.FixtureRequest) -> dict:
     m = request.node.get_closest_marker("chaos")
     return dict(m.kwargs) if m else {}
@@ -82,7 +133,8 @@ def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
         "backend": _opt(pytestconfig, "--chaos-backend", "chaos_backend"),
         "seed": int(_opt(pytestconfig, "--chaos-seed", "chaos_seed")),
         "runs": int(_opt(pytestconfig, "--chaos-runs", "chaos_runs")),
-        "kafka_version": _opt(pytestconfig, "--kafka-version", "chaos_kafka_version"),
+        "kafka_version": _kafka_version(pytestconfig),
+        "group_protocol": _group_protocol(pytestconfig),
         "out": Path(out) if out else tmp_path_factory.mktemp("chaos-runs"),
         "experiments": Path(pytestconfig.rootpath) / pytestconfig.getini("chaos_experiments"),
     }
@@ -91,8 +143,11 @@ def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
 @pytest.fixture(scope="session")
 def kafka_cluster_spec(chaos_settings):
     from chaos.cluster.topology import ClusterSpec
+    from chaos.model.cluster import DEFAULT_KAFKA_VERSION
 
-    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3, kafka_version=chaos_settings["kafka_version"])
+    # the version's default mode: ZooKeeper up to 3.9.x, KRaft on 4.x
+    return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3,
+                             kafka_version=chaos_settings["kafka_version"] or DEFAULT_KAFKA_VERSION)
 
 
 @pytest.fixture(scope="session")
@@ -131,8 +186,15 @@ def _chaos_test(request, kafka_cluster, chaos_settings):
 
 
 @pytest.fixture
-def consumer_group(_chaos_test):
-    return _chaos_test.consumer_group
+def consumer_group(_chaos_test, chaos_settings):
+    protocol = chaos_settings["group_protocol"]
+    if protocol is None:
+        return _chaos_test.consumer_group
+
+    def start(members: int = 3, **fields):
+        fields.setdefault("group_protocol", protocol)  # a test that names its protocol keeps it
+        return _chaos_test.consumer_group(members, **fields)
+    return start
 
 
 @pytest.fixture
@@ -174,8 +236,7 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
         if not path.exists() and (chaos_settings["experiments"] / f"{name}.yaml").is_file():
             path = chaos_settings["experiments"] / f"{name}.yaml"
         exp = load_experiment(path)  # else a catalogue name: ./experiments/ or the catalogue shipped with kafka-chaos
-        if chaos_settings["kafka_version"] != exp.cluster.kafka_version:
-            exp = exp.with_overrides(**{"cluster.kafka_version": chaos_settings["kafka_version"]})
+        exp = experiment_on(exp, chaos_settings)
         s0 = seed if seed is not None else params.get("seed", chaos_settings["seed"])
         n = runs or params.get("runs") or chaos_settings["runs"]
         state["seed"] = s0
@@ -185,6 +246,19 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
         return got
 
     return run
+
+
+def experiment_on(exp, settings: dict):
+    """``exp`` moved onto the session's Kafka version and group protocol (``--chaos-kafka-version``,
+    ``--chaos-group-protocol``); skips the test when the experiment cannot run there (the model's reason)."""
+    from chaos.cli import apply_overrides
+    from chaos.errors import UsageError
+
+    try:
+        return apply_overrides(exp, kafka_version=settings["kafka_version"], group_protocol=settings["group_protocol"],
+                               flag="--chaos-")
+    except UsageError as exc:
+        pytest.skip(f"cannot run here: {exc}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -185,7 +185,8 @@ class ClusterAdmin:
         a cluster is whole only when every broker sees every broker.
         """
         def ask(c: KafkaAdminClient) -> list[int]:
-            future = c._send_request_to_node(broker_id, MetadataRequest[1](topics=[]))
+            # v4: every broker of 1.0+ answers it; Kafka 4.0 removed v0-v3 (KIP-896)
+            future = c._send_request_to_node(broker_id, MetadataRequest[4](topics=[], allow_auto_topic_creation=False))
             c._wait_for_futures([future])
             return sorted(b["node_id"] for b in future.value.to_object()["brokers"])
 
@@ -283,6 +284,61 @@ class ClusterAdmin:
             self.settled(lambda: True if (len(ps := self._partitions_once(topic)) >= partitions
                                           and all(p["leader"] >= 0 for p in ps)) else None,
                          f"topic {topic} to list {partitions} partitions, each with a leader")
+
+    def set_group_config(self, group: str, configs: dict[str, str]) -> None:
+        """Set ``configs`` on consumer group ``group`` (IncrementalAlterConfigs SET on the GROUP resource).
+
+        KIP-848 moved a consumer group's session timeout and heartbeat interval from the members to
+        the coordinator: per group, the dynamic group configs ``consumer.session.timeout.ms`` and
+        ``consumer.heartbeat.interval.ms`` (Kafka 4.0+; ``GroupConfig``), otherwise the brokers'
+        ``group.consumer.session.timeout.ms`` (45 s) and ``group.consumer.heartbeat.interval.ms`` (5 s).
+        A group config is bounded by the brokers' ``group.consumer.min.session.timeout.ms`` (45 s) /
+        ``group.consumer.max.session.timeout.ms`` (60 s) and ``group.consumer.min.heartbeat.interval.ms``
+        (5 s) / ``group.consumer.max.heartbeat.interval.ms`` (15 s): second-scale values need those
+        lowered on the brokers first. Out of bounds the call is refused (seen on 4.4.0: INVALID_CONFIG
+        "consumer.session.timeout.ms must be in the range 1000 to 60000 inclusive"); a value stored
+        before the bounds changed is applied capped to them, with a WARN (``GroupConfig``). A
+        group may be configured before it exists: members joining afterwards get the values with
+        their first heartbeat (seen: a 3000 ms session fenced a member frozen for 8 s).
+
+        This is the one admin call made with confluent-kafka's AdminClient (kafka-python 2.2 has no
+        IncrementalAlterConfigs): a client per call, meant for run setup on a healthy cluster — see
+        the module docstring for librdkafka admin requests aborting the process when a connection
+        drops under them. Transient errors are retried, bounded (:meth:`settled`); a definite refusal
+        (out of bounds, unknown config, a broker without group configs) is one :class:`InfrastructureError`
+        line naming the configs and Kafka's reason.
+        """
+        if not configs:
+            return
+        # imported here: the rest of this module runs without librdkafka's admin code loaded
+        from confluent_kafka import KafkaError as RdKafkaError
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                   for name, value in sorted(configs.items())]
+
+        def ask() -> bool:
+            client = AdminClient({"bootstrap.servers": ",".join(self._servers()), "client.id": "chaos-admin",
+                                  "reconnect.backoff.max.ms": 500, "log_level": 0})
+            resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+            future = client.incremental_alter_configs([resource], request_timeout=self.timeout)[resource]
+            try:
+                future.result(timeout=self.timeout + 1.0)
+            except KafkaException as exc:
+                err: RdKafkaError = exc.args[0]
+                if err.retriable() or err.code() in (RdKafkaError._TIMED_OUT, RdKafkaError._TRANSPORT):
+                    raise MetadataPending(f"{err.name()}: {err.str()}") from None
+                hint = ("values must lie within the brokers' group.consumer.min/max.session.timeout.ms and "
+                        "group.consumer.min/max.heartbeat.interval.ms" if err.code() == RdKafkaError.INVALID_CONFIG
+                        else "group configs need Kafka 4.0+ (KRaft) with the consumer protocol")
+                raise InfrastructureError(
+                    f"setting {', '.join(f'{k}={v}' for k, v in sorted(configs.items()))} on group {group}: "
+                    f"{err.name()}: {err.str()} ({hint})"
+                ) from None
+            return True
+
+        self.settled(ask, f"the configs of group {group}")
 
     def create_partitions(self, topic: str, total: int) -> None:
         self._call(lambda c: c.create_partitions({topic: NewPartitions(total)}, timeout_ms=int(self.timeout * 1000)))

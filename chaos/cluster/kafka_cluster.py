@@ -32,11 +32,14 @@ is produced with ``acks=all`` through the proxies.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import signal
 import socket
+import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
@@ -44,12 +47,14 @@ from typing import Any, ClassVar, Protocol, Self
 from confluent_kafka import Producer
 
 from chaos.cluster import Capability, NetworkDisconnectable, NodeProcess, PairPartitionable, Pausable
-from chaos.cluster.admin import ClusterAdmin, retry
+from chaos.cluster.admin import SETTLE_S, ClusterAdmin, retry
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, cache_root, java_binary, kafka_runtime, toxiproxy_runtime
 from chaos.cluster.settings import (
     BROKER_ZK_SESSION_MS,
     broker_properties,
+    controller_properties,
     jvm_args,
+    log4j2_properties,
     log4j_properties,
     render_properties,
     zk_config,
@@ -165,6 +170,8 @@ class KafkaCluster:
         self._admin: ClusterAdmin | None = None
         self.proxy_api: ToxiproxyClient | None = None
         self.startup_seconds: float | None = None
+        #: KRaft: the id every node's storage was formatted with
+        self.cluster_id: str | None = None
 
     # ------------------------------------------------------------ capabilities
     def unavailable_reason(self, capability: Capability) -> str | None:
@@ -217,8 +224,9 @@ class KafkaCluster:
             deadline = time.monotonic() + self.spec.start_timeout_s
             for zk in self.topology.zookeepers:
                 self._wait_zk(zk.node, zk.client, deadline)
-            for b in self.topology.brokers:
-                self._spawn(b.node)
+            for node in self.topology.node_names:  # isolated controllers first, then brokers
+                if node not in self._procs:
+                    self._spawn(node)
             self._wait_usable(deadline)
             self._write_state()
         except BaseException:
@@ -282,18 +290,56 @@ class KafkaCluster:
             cfg = zk_config(topo, zk, d / "data")
             self._write_node(zk.node, d, cfg, "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.spec.zk_heap_mb,
                              "zoo.cfg")
+        for c in topo.controllers:
+            if c.node.startswith("broker-"):
+                continue  # combined: the broker's own configuration carries the controller role
+            d = self.workdir / c.node
+            (d / "data").mkdir(parents=True)
+            props = controller_properties(topo, c, d / "data")
+            self._write_node(c.node, d, props, "kafka.Kafka", self.spec.zk_heap_mb * 2, "server.properties")
         for b in topo.brokers:
             d = self.workdir / b.node
             (d / "data").mkdir(parents=True)
             props = broker_properties(topo, b, d / "data")
             self._write_node(b.node, d, props, "kafka.Kafka", self.spec.broker_heap_mb, "server.properties")
+        if self.spec.kraft:
+            self._format_storage()
+
+    def _format_storage(self) -> None:
+        """Format every KRaft node's log directory with this cluster's own id (``kafka-storage format``).
+
+        Static voters (``controller.quorum.voters``, KIP-595) need no ``--standalone`` / ``--initial-controllers``
+        (KIP-853). The JVMs run side by side: each takes a second or two to start.
+        """
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+               "-cp", self.kafka.classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c"]
+        procs = {name: subprocess.Popen([*fmt, str(launch.config_path)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+                 for name, launch in self._launch.items()}
+        failed = []
+        for name, proc in procs.items():
+            try:
+                out, _ = proc.communicate(timeout=max(30.0, self.spec.start_timeout_s / 2))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"{name}: {' | '.join(out.strip().splitlines()[-2:])[:300]}")
+        if failed:
+            raise InfrastructureError(f"kafka-storage format failed for {'; '.join(failed)}")
 
     def _write_node(self, name: str, d: Path, cfg: dict[str, str], main: str, heap: int, cfg_name: str) -> None:
         cfg_path = d / cfg_name
         cfg_path.write_text(render_properties(cfg))
         log = d / f"{name}.log"
-        (d / "log4j.properties").write_text(log4j_properties(log))
-        argv = (self.java, *jvm_args(heap, self.spec.jvm_profile), f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
+        if self.kafka.log4j2 and main == "kafka.Kafka":
+            (d / "log4j2.properties").write_text(log4j2_properties(log))
+            logging = f"-Dlog4j2.configurationFile=file:{d / 'log4j2.properties'}"
+        else:
+            (d / "log4j.properties").write_text(log4j_properties(log))
+            logging = f"-Dlog4j.configuration=file:{d / 'log4j.properties'}"
+        argv = (self.java, *jvm_args(heap, self.spec.jvm_profile), logging,
                 f"-Dkafka.logs.dir={d}", "-cp", self.kafka.classpath, main, str(cfg_path))
         self._launch[name] = NodeLaunch(name, argv, d / "stdout.log", cfg_path, cfg)
 
@@ -435,8 +481,39 @@ class KafkaCluster:
     # a partition between leaders, an election, a coordinator loading — and then either names the
     # node or raises one InfrastructureError line saying what it waited for and what it saw last.
     def controller(self) -> str | None:
-        """The controller broker (an election in progress is waited through)."""
+        """The controller (an election in progress is waited through): under ZooKeeper the controller broker
+        (DescribeCluster), under KRaft the active controller (:meth:`active_controller`) — a KRaft broker answers
+        DescribeCluster with a random live broker as "controller" (KIP-590), never the quorum leader."""
+        if self.spec.kraft:
+            return self.active_controller()
         return self.broker_name(self.admin.controller_id(wait=True))
+
+    def active_controller(self, wait_s: float = SETTLE_S) -> str:
+        """The KRaft quorum leader, asked of the voters themselves (DescribeQuorum on their controller listeners,
+        KIP-595 / KIP-919 — not through Toxiproxy, so a cut link does not hide the answer).
+
+        The newest leader epoch any live voter reports wins; an election in progress, or a leader that is
+        dead or frozen (survivors name it until their election timeout), is waited through, bounded.
+        """
+        from chaos.cluster import wire
+
+        topo = self._topology()
+
+        def ask() -> str | None:
+            best = None
+            for c in topo.controllers:
+                if not self.is_running(c.node) or self.is_paused(c.node):
+                    continue
+                try:
+                    q = wire.describe_quorum(f"{topo.address(c.node)}:{c.port}", timeout_s=1.0)
+                except wire.WireError:
+                    continue
+                if q.leader_id >= 0 and (best is None or q.leader_epoch > best.leader_epoch):
+                    best = q
+            node = topo.node_of_id(best.leader_id) if best is not None else None
+            return node if node is not None and self.is_running(node) and not self.is_paused(node) else None
+
+        return retry(ask, time.monotonic() + wait_s, "the KRaft quorum to name a live leader (DescribeQuorum)")
 
     def leader_of(self, topic: str, partition: int) -> str | None:
         """The leader of ``topic``-``partition`` (a partition between leaders is waited through)."""
@@ -480,7 +557,7 @@ class KafkaCluster:
         """
         if self.is_running(node):
             return
-        if node.startswith("broker-"):
+        if node.startswith("broker-") and not self.spec.kraft:
             bid = self._topology().broker(node).broker_id
             deadline = time.monotonic() + 3 * BROKER_ZK_SESSION_MS / 1000
             while time.monotonic() < deadline and self.zk_has_ephemeral(f"/brokers/ids/{bid}"):
@@ -606,6 +683,9 @@ class KafkaCluster:
             "session": self.session.id if self.session else None,
             "workdir": str(self.workdir),
             "kafka_version": self.spec.kafka_version,
+            "mode": self.spec.metadata_mode.value,
+            "cluster_id": self.cluster_id,
+            "kafka_tools_version": self.kafka.tools_version,
             "toxiproxy_version": self.toxiproxy_bin.version,
             "spec": self.spec.model_dump(),
             "toxiproxy": {"api": f"http://{topo.address('toxiproxy')}:{topo.toxiproxy_api}",

@@ -26,6 +26,9 @@ from chaos.errors import UsageError
 from chaos.model.cluster import DEFAULT_KAFKA_VERSION, validate_kafka_version  # noqa: F401 - re-exported
 
 TOXIPROXY_VERSION = "2.12.0"
+#: kafka-tools releases to try, in order, when the one of the broker's version is not served (it carries
+#: only the VerifiableConsumer here; its client speaks to any broker of the same major version)
+TOOLS_FALLBACK: dict[str, tuple[str, ...]] = {"4.4.0": ("4.3.1",)}
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 
 
@@ -47,6 +50,17 @@ class KafkaRuntime:
     @property
     def classpath(self) -> str:
         return str(self.lib_dir / "*")
+
+    @property
+    def tools_version(self) -> str:
+        """The kafka-tools (VerifiableConsumer) release beside the broker (see TOOLS_FALLBACK)."""
+        marker = self.lib_dir.parent / "tools.version"
+        return marker.read_text().strip() if marker.exists() else self.version
+
+    @property
+    def log4j2(self) -> bool:
+        """Does this release log through log4j2 (4.x, KIP-653) rather than reload4j?"""
+        return int(self.version.split(".")[0]) >= 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,17 +133,31 @@ def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = prin
         shutil.rmtree(d)  # a half-finished earlier fetch
     d.mkdir(parents=True)
     pom = resources.files("chaos.cluster") / "runtime-pom.xml"
+    four = int(version.split(".")[0]) >= 4
+    tools = version
     with resources.as_file(pom) as pom_path:
         progress(f"kafka {version}: resolving org.apache.kafka:kafka_2.13:{version} + kafka-tools from Maven Central ...")
-        _run_logged(
-            [mvn, "-B", "-q", "-f", str(pom_path),
-             f"-Dmaven.repo.local={cache_root() / 'm2'}",
-             f"-Dkafka.version={version}",
-             "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={d / 'lib'}"],
-            dict(os.environ), cache_root() / "logs" / f"mvn-kafka-{version}.log",
-            f"Maven could not resolve Kafka {version}: check that Maven Central is reachable and the version exists",
-        )
+        for attempt, tools in enumerate((version, *TOOLS_FALLBACK.get(version, ()))):
+            try:
+                _run_logged(
+                    [mvn, "-B", "-q", "-f", str(pom_path),
+                     f"-Dmaven.repo.local={cache_root() / 'm2'}",
+                     f"-Dkafka.version={version}", f"-Dtools.version={tools}",
+                     *(["-Dlogging=log4j2"] if four else []),
+                     "dependency:copy-dependencies", "-DincludeScope=runtime",
+                     f"-DoutputDirectory={d / 'lib'}"],
+                    dict(os.environ), cache_root() / "logs" / f"mvn-kafka-{version}.log",
+                    f"Maven could not resolve Kafka {version}: check that Maven Central is reachable and the version "
+                    "exists",
+                )
+                break
+            except UsageError:
+                if attempt == len(TOOLS_FALLBACK.get(version, ())):
+                    raise
+                progress(f"kafka {version}: kafka-tools {tools} is not served; trying "
+                         f"{TOOLS_FALLBACK[version][attempt]} for the VerifiableConsumer")
+                shutil.rmtree(d / "lib", ignore_errors=True)
+    (d / "tools.version").write_text(tools + "\n")
     jars = list((d / "lib").glob("*.jar"))
     (d / ".complete").write_text(f"{len(jars)} jars\n")
     progress(f"kafka {version}: {len(jars)} jars in {d / 'lib'}")

@@ -13,12 +13,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.cluster.topology import CONTROL_LANE, BrokerPorts, Topology, ZkPorts
+from chaos.cluster.topology import CONTROL_LANE, BrokerPorts, ControllerPorts, Topology, ZkPorts
 
 #: ZooKeeper tick; the server allows sessions of 2..20 ticks.
 ZK_TICK_MS = 500
 #: a broker's ZooKeeper session: SIGSTOP it longer than this and it is deregistered.
 BROKER_ZK_SESSION_MS = 4000
+#: KRaft's counterpart: a broker whose heartbeats do not reach the active controller for this long is
+#: fenced (``broker.session.timeout.ms``, default 9 s; KIP-631)
+BROKER_KRAFT_SESSION_MS = 4000
+#: KIP-848 group defaults here (the broker's are 45 s / 5 s, with minimums of the same size): second-scale
+#: experiments need them low; a group may set its own within [min, max] (``consumer.session.timeout.ms``)
+KIP848_GROUP_SETTINGS = {
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.session.timeout.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+}
+CONTROLLER_LISTENER = "CONTROLLER"
 
 
 def _listener_name(lane: str) -> str:
@@ -37,18 +49,35 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
         listeners.append(f"{_listener_name(lane)}://{own}:{port}")
         # advertise the broker's own proxy, so clients never bypass Toxiproxy
         advertised.append(f"{_listener_name(lane)}://{proxy}:{proxy_of[lane]}")
-    zk_connect = ",".join(topo.listen(l) for l in topo.links if l.source == broker.node)
+    names = ["INTERNAL", *(_listener_name(l) for l in broker.lanes)]
+    voter = topo.controller(broker.node)
+    if voter is not None:  # a combined node: its controller listener is bound, never advertised to clients
+        listeners.append(f"{CONTROLLER_LISTENER}://{own}:{voter.port}")
+    if topo.spec.kraft:
+        names.append(CONTROLLER_LISTENER)
+        meta = {
+            "process.roles": "broker,controller" if voter is not None else "broker",
+            "node.id": str(broker.broker_id),
+            **_quorum(topo, broker.node),
+            "broker.session.timeout.ms": str(BROKER_KRAFT_SESSION_MS),
+            "broker.heartbeat.interval.ms": str(BROKER_KRAFT_SESSION_MS // 8),
+            **(KIP848_GROUP_SETTINGS if topo.spec.kip848 else {}),
+        }
+    else:
+        meta = {
+            "broker.id": str(broker.broker_id),
+            "zookeeper.connect": ",".join(topo.listen(l) for l in topo.links if l.source == broker.node),
+            "zookeeper.session.timeout.ms": str(BROKER_ZK_SESSION_MS),
+            "zookeeper.connection.timeout.ms": "10000",
+            "controller.socket.timeout.ms": "5000",
+            "controlled.shutdown.max.retries": "1",
+        }
     props = {
-        "broker.id": str(broker.broker_id),
+        **meta,
         "listeners": ",".join(listeners),
         "advertised.listeners": ",".join(advertised),
-        "listener.security.protocol.map": ",".join(
-            ["INTERNAL:PLAINTEXT"] + [f"{_listener_name(l)}:PLAINTEXT" for l in broker.lanes]
-        ),
+        "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in names),
         "inter.broker.listener.name": "INTERNAL",
-        "zookeeper.connect": zk_connect,
-        "zookeeper.session.timeout.ms": str(BROKER_ZK_SESSION_MS),
-        "zookeeper.connection.timeout.ms": "10000",
         "log.dirs": str(data_dir),
         "num.partitions": "3",
         "default.replication.factor": str(rf),
@@ -66,7 +95,6 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
         "group.max.session.timeout.ms": "300000",
         "replica.lag.time.max.ms": "5000",
         "replica.socket.timeout.ms": "5000",
-        "controller.socket.timeout.ms": "5000",
         "num.network.threads": "2",
         "num.io.threads": "4",
         "num.replica.fetchers": "1",
@@ -76,10 +104,41 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
         "log.cleaner.dedupe.buffer.size": str(4 * 1024 * 1024),
         "log.cleaner.threads": "1",
         "controlled.shutdown.enable": "true",
-        "controlled.shutdown.max.retries": "1",
         "leader.imbalance.check.interval.seconds": "30",
     }
     props.update(spec.broker_overrides)
+    return props
+
+
+def _quorum(topo: Topology, node: str) -> dict[str, str]:
+    """How ``node`` finds the KRaft quorum: a static voter set (KIP-595), each voter through this node's own
+    proxy, and election/fetch timeouts a second-scale experiment can wait out."""
+    return {
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "controller.quorum.voters": topo.voters(node),
+        "controller.quorum.election.timeout.ms": "1000",
+        "controller.quorum.fetch.timeout.ms": "2000",
+    }
+
+
+def controller_properties(topo: Topology, controller: ControllerPorts, data_dir: Path) -> dict[str, str]:
+    """An isolated KRaft controller (``process.roles=controller``): the quorum and nothing else."""
+    props = {
+        "process.roles": "controller",
+        "node.id": str(controller.node_id),
+        "listeners": f"{CONTROLLER_LISTENER}://{topo.address(controller.node)}:{controller.port}",
+        "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT",
+        **_quorum(topo, controller.node),
+        "log.dirs": str(data_dir),
+        # topic defaults are the controller's under KRaft (a broker-side value is ignored from 5.0)
+        "num.partitions": "3",
+        "default.replication.factor": str(topo.spec.effective_rf),
+        "broker.session.timeout.ms": str(BROKER_KRAFT_SESSION_MS),
+        "num.io.threads": "2",
+        "num.network.threads": "1",
+        "background.threads": "2",
+    }
+    props.update(topo.spec.broker_overrides)
     return props
 
 
@@ -120,6 +179,26 @@ def log4j_properties(log_file: Path) -> str:
         "log4j.logger.kafka.controller=INFO",
         "",
     ])
+
+
+def log4j2_properties(log_file: Path) -> str:
+    """:func:`log4j_properties` for Kafka 4.x, which logs through log4j2 (KIP-653): same file, same line format."""
+    quiet = {"kafka.request.logger": "WARN", "state.change.logger": "WARN", "kafka.log.LogCleaner": "WARN",
+             "org.apache.kafka.coordinator.group": "INFO", "org.apache.kafka.raft": "INFO"}
+    lines = [
+        "status = error",
+        "appender.file.type = File",
+        "appender.file.name = FILE",
+        f"appender.file.fileName = {log_file}",
+        "appender.file.immediateFlush = true",
+        "appender.file.layout.type = PatternLayout",
+        "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+        "rootLogger.level = INFO",
+        "rootLogger.appenderRef.file.ref = FILE",
+    ]
+    for i, (name, level) in enumerate(quiet.items()):
+        lines += [f"logger.l{i}.name = {name}", f"logger.l{i}.level = {level}"]
+    return "\n".join([*lines, ""])
 
 
 #: the JVM flags of Kafka's own kafka-server-start.sh / kafka-run-class.sh

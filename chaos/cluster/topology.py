@@ -9,7 +9,14 @@ Naming, used everywhere (events, faults, CLI):
   listener the request came in on, so a client on ``lane1`` only ever talks
   to ``lane1`` proxies and can be cut off alone (docs/architecture.md, "Links, lanes and the network");
 * links (one Toxiproxy proxy each): ``<lane>.broker-<b>`` for client traffic,
-  ``broker-<b>.zk-<z>`` for a broker's ZooKeeper session.
+  ``broker-<b>.zk-<z>`` for a broker's ZooKeeper session; under KRaft instead
+  ``<node>.<voter>`` from every broker and controller to every controller's
+  listener (``broker-2.controller-1``; with combined controllers the voter is a
+  broker: ``broker-2.broker-1`` is broker-2's link to broker-1's *controller*
+  listener — broker↔broker replication is never proxied), so a broker can lose
+  the quorum alone and a controller can be isolated from its peers.
+* KRaft node ids: brokers ``b``; isolated controllers ``controller-<c>`` get
+  ``CONTROLLER_ID_BASE + c`` (a combined voter keeps its broker id).
 """
 
 from __future__ import annotations
@@ -53,6 +60,19 @@ class ZkPorts:
     election: int
 
 
+#: node.id of isolated controller ``controller-<c>`` is this + c (brokers are 1..9)
+CONTROLLER_ID_BASE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerPorts:
+    """A KRaft voter's controller listener (an isolated controller's, or a combined broker's second role)."""
+
+    node: str
+    node_id: int
+    port: int
+
+
 @dataclass(frozen=True, slots=True)
 class Topology:
     """Every port and link of one cluster, fixed before anything starts."""
@@ -62,6 +82,8 @@ class Topology:
     zookeepers: tuple[ZkPorts, ...]
     brokers: tuple[BrokerPorts, ...]
     links: tuple[Link, ...]
+    #: KRaft voters (empty under ZooKeeper)
+    controllers: tuple[ControllerPorts, ...] = ()
     #: node (and ``toxiproxy``) -> the address it listens on; absent = loopback. Only a backend
     #: whose nodes have network namespaces of their own (docker on a bridge network) sets it.
     addresses: dict[str, str] = field(default_factory=dict)
@@ -105,7 +127,24 @@ class Topology:
 
     @property
     def node_names(self) -> tuple[str, ...]:
-        return (*(z.node for z in self.zookeepers), *(b.node for b in self.brokers))
+        """Every node process: ZooKeeper nodes or isolated controllers first, then brokers."""
+        isolated = tuple(c.node for c in self.controllers if not c.node.startswith("broker-"))
+        return (*(z.node for z in self.zookeepers), *isolated, *(b.node for b in self.brokers))
+
+    def controller(self, node: str) -> ControllerPorts | None:
+        """``node``'s controller listener, None when it is no voter."""
+        return next((c for c in self.controllers if c.node == node), None)
+
+    def node_of_id(self, node_id: int) -> str | None:
+        """The node with Kafka ``node.id`` (broker.id) ``node_id``."""
+        for b in self.brokers:
+            if b.broker_id == node_id:
+                return b.node
+        return next((c.node for c in self.controllers if c.node_id == node_id), None)
+
+    def voters(self, source: str) -> str:
+        """``controller.quorum.voters`` as ``source`` must reach them: every voter through its own proxy."""
+        return ",".join(f"{c.node_id}@{self.listen(self.link(f'{source}.{c.node}'))}" for c in self.controllers)
 
 
 class _PortSource:
@@ -144,7 +183,8 @@ def plan(spec: ClusterSpec, addresses: dict[str, str] | None = None) -> Topology
     ports = _PortSource(spec.base_port)
     try:
         api = next(ports)
-        zks = tuple(ZkPorts(f"zk-{i}", i, next(ports), next(ports), next(ports)) for i in range(1, spec.zookeepers + 1))
+        zks = () if spec.kraft else tuple(
+            ZkPorts(f"zk-{i}", i, next(ports), next(ports), next(ports)) for i in range(1, spec.zookeepers + 1))
         lanes = (CONTROL_LANE, *(f"lane{i}" for i in range(spec.lanes)))
         brokers = tuple(
             BrokerPorts(f"broker-{i}", i, next(ports), {lane: next(ports) for lane in lanes})
@@ -157,6 +197,15 @@ def plan(spec: ClusterSpec, addresses: dict[str, str] | None = None) -> Topology
         for b in brokers:
             for z in zks:
                 links.append(Link(f"{b.node}.{z.node}", b.node, z.node, next(ports), z.client))
+        controllers = tuple(
+            ControllerPorts(node, int(node.rsplit("-", 1)[1]) + (0 if node.startswith("broker-") else CONTROLLER_ID_BASE),
+                            next(ports))
+            for node in spec.controller_nodes)
+        # every process that talks to the quorum: brokers (registration, metadata) and voters (Raft)
+        sources = (*(c.node for c in controllers if not c.node.startswith("broker-")), *(b.node for b in brokers))
+        for src in sources:
+            for c in controllers:
+                links.append(Link(f"{src}.{c.node}", src, c.node, next(ports), c.port))
     finally:
         ports.release()
-    return Topology(spec, api, zks, brokers, tuple(links), dict(addresses or {}))
+    return Topology(spec, api, zks, brokers, tuple(links), controllers=controllers, addresses=dict(addresses or {}))

@@ -88,7 +88,16 @@ class Kind(StrEnum):
 
 
 class GroupState(StrEnum):
-    """Coordinator group states (GroupMetadata.scala); Unknown = admin API could not tell."""
+    """Coordinator group states, as the coordinator spells them; Unknown = the observer could not tell.
+
+    Classic groups (``GroupMetadata.scala``; ``ClassicGroupState`` on the new coordinator of Kafka
+    4.x): Empty, PreparingRebalance, CompletingRebalance, Stable, Dead. KIP-848 groups
+    (``ConsumerGroup.ConsumerGroupState``, described by ConsumerGroupDescribe): Empty, Assigning (the
+    group epoch moved past the assignment epoch: a new target assignment is due), Reconciling (the
+    target assignment is computed, some member has not reached it yet), Stable (every member
+    reconciled to the target assignment of the current group epoch), Dead. Any other string a
+    coordinator answers is recorded as Unknown.
+    """
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -96,17 +105,49 @@ class GroupState(StrEnum):
     STABLE = "Stable"
     DEAD = "Dead"
     UNKNOWN = "Unknown"
+    #: KIP-848: the group epoch is ahead of the assignment epoch
+    ASSIGNING = "Assigning"
+    #: KIP-848: members are converging on the target assignment of the assignment epoch
+    RECONCILING = "Reconciling"
+
+
+class GroupType(StrEnum):
+    """Which protocol a ``group_state`` sample describes the group by (Kafka's ``Group.GroupType``)."""
+
+    #: JoinGroup/SyncGroup, described by DescribeGroups
+    CLASSIC = "classic"
+    #: KIP-848 ConsumerGroupHeartbeat, described by ConsumerGroupDescribe (API key 69)
+    CONSUMER = "consumer"
 
 
 class BrokerLogEvent(StrEnum):
-    """Parsed GroupCoordinator log lines."""
+    """Parsed group coordinator log lines (``chaos.workload.observer`` lists the lines of each).
+
+    ``generation`` is what the line names: a classic generation, or for a KIP-848 group the group
+    epoch (``epoch_bumped``, ``target_assignment``, ``unloading``) or the member's own epoch
+    (``member_fenced`` for a member that did not leave its epoch in time); None when the line names
+    none (``loading`` on Kafka 4.x, which logs a member count instead).
+    """
 
     PREPARING_REBALANCE = "preparing_rebalance"  # generation = the OLD generation
     STABILIZED = "stabilized"
+    #: the coordinator removed the member because its session expired (classic "has failed"; KIP-848
+    #: "fenced from the group because the member session expired")
     MEMBER_FAILED = "member_failed"
     LOADING = "loading"
     UNLOADING = "unloading"
     OTHER = "other"
+    #: KIP-848: a member joined the consumer group (a new member id, or a static member's replacement)
+    MEMBER_JOINED = "member_joined"
+    #: KIP-848: the group epoch was bumped (membership or subscriptions changed); generation = new epoch
+    EPOCH_BUMPED = "epoch_bumped"
+    #: KIP-848: a target assignment was computed for the group epoch in ``generation``
+    TARGET_ASSIGNMENT = "target_assignment"
+    #: KIP-848: the coordinator fenced the member for another reason than its session (it did not
+    #: reach its next epoch within the rebalance timeout, or a classic member did not join/sync in time)
+    MEMBER_FENCED = "member_fenced"
+    #: KIP-848: the member left the group (LeaveGroup heartbeat, epoch -1 or -2 for a static member)
+    MEMBER_LEFT = "member_left"
 
 
 class RunPhase(StrEnum):
@@ -294,7 +335,12 @@ class MemberStop(Event):
 
 @dataclass(frozen=True, slots=True)
 class GroupMember:
-    """One member as DescribeGroups reports it."""
+    """One member as DescribeGroups (classic) or ConsumerGroupDescribe (KIP-848) reports it.
+
+    ``assignment`` is what the member owns: for a classic group its SyncGroup assignment, for a
+    KIP-848 group its current assignment (``ConsumerGroupDescribeResponse`` ``Assignment``). ``host``
+    is empty for KIP-848 samples (the observer's ConsumerGroupDescribe view does not carry it).
+    """
 
     member_id: str
     instance_id: str | None
@@ -302,14 +348,33 @@ class GroupMember:
     host: str
     assignment: tuple[TopicPartition, ...]
     #: topics in the member's JoinGroup metadata (ConsumerProtocolSubscription), as the coordinator
-    #: holds it; () when not recorded (histories before this field, or an undecodable protocol)
+    #: holds it; () when not recorded (histories before this field, an undecodable protocol, KIP-848)
     subscription: tuple[Annotated[str, NON_EMPTY], ...] = ()
+    #: KIP-848 member epoch: 0 while joining (and when rejoining after being fenced); it reaches the
+    #: group's assignment epoch once the member has reconciled to its target assignment (KIP-848,
+    #: "Member Epoch - Reconciliation of the group"). None for classic samples.
+    member_epoch: int | None = None
+    #: KIP-848: the partitions the coordinator's target assignment (computed at the assignment epoch)
+    #: gives the member; differs from ``assignment`` while the member reconciles (revocations first).
+    #: () for classic samples, and for a member whose target is empty.
+    target_assignment: tuple[TopicPartition, ...] = ()
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class GroupStateSample(Event):
-    """The observer's DescribeGroups sample."""
+    """The observer's sample of the group at its coordinator (DescribeGroups, or ConsumerGroupDescribe
+    for a KIP-848 group).
+
+    Classic: ``protocol`` is the assignor the group agreed on, ``generation`` the generation. KIP-848
+    (``group_type`` consumer): ``protocol`` is the coordinator's (server-side) assignor,
+    ``generation`` the group epoch, so a reader that knows only generations sees a number that only
+    grows. Per KIP-848 the *group epoch* is bumped when membership or subscriptions change, the
+    *assignment epoch* is the group epoch the current target assignment was computed at (it lags
+    while the group is Assigning), and each member's epoch reaches the assignment epoch once it has
+    reconciled (:class:`GroupMember`). The three fields below are None (left out of the line) in
+    classic samples and in histories written before them.
+    """
 
     group: Name
     state: GroupState
@@ -317,6 +382,13 @@ class GroupStateSample(Event):
     protocol: str | None
     generation: int | None
     members: tuple[GroupMember, ...]
+    #: KIP-848 group epoch (equal to ``generation`` in a consumer sample)
+    group_epoch: int | None = None
+    #: KIP-848 assignment epoch: the group epoch of the current target assignment
+    assignment_epoch: int | None = None
+    #: the protocol the sample describes the group by; None in samples that could not tell (Unknown)
+    #: and in histories written before this field (classic)
+    group_type: GroupType | None = None
     kind: ClassVar[Kind] = Kind.GROUP_STATE
 
 

@@ -22,7 +22,8 @@ _WHERE = {
     "WorkloadSpec": "workload", "ConsumerSpec": "workload", "ProducerSpec": "workload", "Client": "workload",
     "Assignor": "workload", "RebalanceProtocol": "workload", "CommitMode": "workload", "WrongMode": "workload",
     "HandlerErrorPolicy": "workload", "Role": "target", "LinkScope": "target", "ClusterSpec": "cluster",
-    "DEFAULT_KAFKA_VERSION": "cluster",
+    "DEFAULT_KAFKA_VERSION": "cluster", "KRAFT_KAFKA_VERSION": "cluster", "ClusterMode": "cluster",
+    "ControllerPlacement": "cluster", "GroupProtocol": "workload", "RemoteAssignor": "workload",
 }
 
 __all__ = sorted(_WHERE)

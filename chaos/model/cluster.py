@@ -7,6 +7,7 @@ the backends start it.
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -14,17 +15,49 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from chaos.errors import UsageError
 
 DEFAULT_KAFKA_VERSION = "3.9.1"
-# ZooKeeper mode exists from the first release to 3.9.x; 4.x is KRaft-only
-# (KIP-833). Older than 2.8 is not tested and uses a different tools layout.
-_VERSION_RE = re.compile(r"^(2\.8|3\.[0-9])\.[0-9]+$")
+#: the newest release served here; the version a KRaft run defaults to in docs and tests
+KRAFT_KAFKA_VERSION = "4.4.0"
+# ZooKeeper mode exists from the first release to 3.9.x; 4.x is KRaft-only (KIP-833). KRaft is run
+# from 3.7 on (the first line with a production-ready KRaft and `kafka-storage format` as used here).
+# Older than 2.8 is not tested and uses a different tools layout.
+_VERSION_RE = re.compile(r"^(2\.8|3\.[0-9]|4\.[0-9])\.[0-9]+$")
+
+
+class ClusterMode(StrEnum):
+    """Where the cluster's metadata lives: a ZooKeeper ensemble, or a KRaft controller quorum (KIP-500)."""
+
+    ZOOKEEPER = "zookeeper"
+    KRAFT = "kraft"
+
+
+class ControllerPlacement(StrEnum):
+    """KRaft controllers: in the first brokers' JVMs (``process.roles=broker,controller``) or JVMs of their own."""
+
+    COMBINED = "combined"
+    ISOLATED = "isolated"
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor, *_ = version.split(".")
+    return int(major), int(minor)
+
+
+def modes_of(version: str) -> tuple[ClusterMode, ...]:
+    """The metadata modes ``version`` can run, the default first (2.8-3.6 ZooKeeper; 3.7-3.9 either; 4.x KRaft)."""
+    release = _release(version)
+    if release >= (4, 0):
+        return (ClusterMode.KRAFT,)
+    if release >= (3, 7):
+        return (ClusterMode.ZOOKEEPER, ClusterMode.KRAFT)
+    return (ClusterMode.ZOOKEEPER,)
 
 
 def validate_kafka_version(version: str) -> str:
     """Reject versions this backend cannot run, at load time."""
     if not _VERSION_RE.match(version):
         raise UsageError(
-            f"unknown Kafka version {version!r}: use a ZooKeeper-mode release 2.8.x-3.9.x "
-            f"(e.g. {DEFAULT_KAFKA_VERSION})"
+            f"unknown Kafka version {version!r}: use a release 2.8.x-3.9.x (ZooKeeper; e.g. {DEFAULT_KAFKA_VERSION}) "
+            f"or 3.7.x-4.x (KRaft; e.g. {KRAFT_KAFKA_VERSION})"
         )
     return version
 
@@ -37,6 +70,11 @@ class ClusterSpec(BaseModel):
     brokers: Annotated[int, Field(ge=1, le=9)] = 3
     zookeepers: Annotated[int, Field(ge=1, le=5)] = 1
     kafka_version: str = DEFAULT_KAFKA_VERSION
+    #: ZooKeeper or KRaft; None = the version's default (:func:`modes_of`)
+    mode: ClusterMode | None = None
+    #: KRaft voters (1 or 3); ``combined`` puts them in broker-1..N, ``isolated`` runs controller-1..N
+    controllers: Annotated[int, Field(ge=1, le=5)] = 1
+    controller_placement: ControllerPlacement = ControllerPlacement.COMBINED
     lanes: Annotated[int, Field(ge=1, le=16)] = 2
     #: replication factor of internal topics (__consumer_offsets); default min(3, brokers)
     replication_factor: int | None = None
@@ -55,6 +93,18 @@ class ClusterSpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
         validate_kafka_version(self.kafka_version)
+        if self.mode is not None and self.mode not in modes_of(self.kafka_version):
+            allowed = " or ".join(m.value for m in modes_of(self.kafka_version))
+            hint = "use a 3.x version for ZooKeeper (e.g. 3.9.1)" if self.mode is ClusterMode.ZOOKEEPER else \
+                "use 3.7 or later for KRaft (e.g. 4.4.0)"
+            raise ValueError(f"mode={self.mode.value} is not possible on Kafka {self.kafka_version} (it runs {allowed}): "
+                             f"{hint}")
+        if self.controllers % 2 == 0:
+            raise ValueError(f"controllers={self.controllers}: a KRaft quorum needs an odd size (1 or 3)")
+        if (self.metadata_mode is ClusterMode.KRAFT and self.controller_placement is ControllerPlacement.COMBINED
+                and self.controllers > self.brokers):
+            raise ValueError(f"controllers={self.controllers} combined into brokers={self.brokers}: add brokers or "
+                             "use controller_placement: isolated")
         if self.zookeepers % 2 == 0:
             raise ValueError(f"zookeepers={self.zookeepers}: a ZooKeeper ensemble needs an odd size (1 or 3)")
         rf = self.effective_rf
@@ -63,6 +113,36 @@ class ClusterSpec(BaseModel):
         if rf < 1:
             raise ValueError("replication_factor must be >= 1")
         return self
+
+    @property
+    def metadata_mode(self) -> ClusterMode:
+        """The mode this cluster runs: ``mode``, or the version's default."""
+        return self.mode if self.mode is not None else modes_of(self.kafka_version)[0]
+
+    @property
+    def kraft(self) -> bool:
+        return self.metadata_mode is ClusterMode.KRAFT
+
+    @property
+    def kip848(self) -> bool:
+        """Can groups use the consumer protocol (KIP-848, GA in 4.0, on KRaft only)?"""
+        return self.kraft and _release(self.kafka_version) >= (4, 0)
+
+    @property
+    def controller_nodes(self) -> tuple[str, ...]:
+        """The KRaft voters by node name (``broker-1..`` when combined, ``controller-1..`` when isolated); ()
+        under ZooKeeper."""
+        if not self.kraft:
+            return ()
+        prefix = "broker" if self.controller_placement is ControllerPlacement.COMBINED else "controller"
+        return tuple(f"{prefix}-{i}" for i in range(1, self.controllers + 1))
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """Every node a fault may name: ZooKeeper nodes or isolated controllers, then brokers."""
+        meta = tuple(f"zk-{i}" for i in range(1, self.zookeepers + 1)) if not self.kraft else tuple(
+            n for n in self.controller_nodes if n.startswith("controller-"))
+        return (*meta, *(f"broker-{i}" for i in range(1, self.brokers + 1)))
 
     @property
     def effective_rf(self) -> int:

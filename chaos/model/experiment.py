@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chaos.checkers.result import CheckerName
 from chaos.errors import UsageError
-from chaos.model.cluster import ClusterSpec
+from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
-from chaos.model.workload import WorkloadSpec
+from chaos.model.workload import GroupProtocol, WorkloadSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.cluster import Capability
@@ -220,8 +220,7 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _check(self) -> Experiment:
         members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
-        nodes = {f"broker-{i}" for i in range(1, self.cluster.brokers + 1)} | {
-            f"zk-{i}" for i in range(1, self.cluster.zookeepers + 1)}
+        nodes = set(self.cluster.node_names)
         lanes = {f"lane{i}" for i in range(self.cluster.lanes)}
         for i, f in enumerate(self.faults):
             if f.target is Role.MEMBER and f.node not in members:
@@ -240,9 +239,24 @@ class Experiment(_Strict):
                                  f"lower it or lengthen phases.chaos_s")
             if f.kind.check_in is not None:
                 f.kind.check_in(f, self, i)
+            if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.kraft:
+                raise ValueError(f"faults.{i}: a KRaft cluster has no ZooKeeper: use target controller_quorum")
+            if f.links is LinkScope.ZOOKEEPER and self.cluster.kraft:  # else a link fault that cuts nothing
+                raise ValueError(f"faults.{i}.links: a KRaft cluster has no ZooKeeper sessions to cut: "
+                                 "use links clients or all")
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
+            if f.target in (Role.ACTIVE_CONTROLLER, Role.CONTROLLER_QUORUM) and not self.cluster.kraft:
+                raise ValueError(f"faults.{i}: {f.target.value} needs a KRaft cluster (cluster.mode: kraft, or "
+                                 "kafka_version 4.x); under ZooKeeper use target controller / zookeeper_quorum")
+            if f.target is Role.CONTROLLER_QUORUM and self.cluster.controllers < 3:
+                raise ValueError(f"faults.{i}: controller_quorum needs cluster.controllers: 3")
         for i, c in enumerate(self.workload.consumers):
+            # KIP-848 is GA from 4.0 (in 3.7-3.9 it is early access behind an unstable feature flag)
+            if c.group_protocol is GroupProtocol.CONSUMER and not self.cluster.kip848:
+                raise ValueError(f"workload.consumers.{i}.group_protocol: consumer (KIP-848) needs a KRaft cluster of "
+                                 f"Kafka 4.x: set cluster.kafka_version (e.g. {KRAFT_KAFKA_VERSION}), or use "
+                                 "group_protocol: classic")
             if c.lane not in lanes:
                 raise ValueError(f"workload.consumers.{i}.lane: {c.lane!r} does not exist; "
                                  f"cluster.lanes={self.cluster.lanes} gives {sorted(lanes)}")

@@ -19,13 +19,16 @@ class Role(StrEnum):
     ALL_BROKERS = "all_brokers"       # rolling restarts
     ALL_MEMBERS = "all_members"       # rolling restarts
     ZOOKEEPER_QUORUM = "zookeeper_quorum"  # a majority of the ZooKeeper ensemble
+    ACTIVE_CONTROLLER = "active_controller"  # KRaft: the quorum leader (DescribeQuorum), asked at the fault
+    CONTROLLER_QUORUM = "controller_quorum"  # KRaft: a majority of the controller voters
     TOPIC = "topic"                   # the workload topic (add_partitions)
 
 
 #: roles that resolve to group members
 MEMBER_ROLES = frozenset({Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER, Role.ALL_MEMBERS})
 #: roles that resolve to one broker (or, for ``node``, one cluster node)
-BROKER_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
+BROKER_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE,
+                          Role.ACTIVE_CONTROLLER})
 #: roles that resolve to exactly one node or member
 SINGLE_ROLES = frozenset(Role) - {Role.ALL_BROKERS, Role.ALL_MEMBERS, Role.ZOOKEEPER_QUORUM, Role.TOPIC}
 

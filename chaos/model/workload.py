@@ -31,6 +31,26 @@ class RebalanceProtocol(StrEnum):
     COOPERATIVE = "cooperative"  # KIP-429 incremental cooperative rebalancing
 
 
+class GroupProtocol(StrEnum):
+    """The consumer group protocol (``group.protocol``).
+
+    ``classic``: JoinGroup/SyncGroup, the group leader assigns, one generation for the whole group.
+    ``consumer``: KIP-848 (GA in Kafka 4.0): members heartbeat (ConsumerGroupHeartbeat), the
+    coordinator assigns (``remote_assignor``), and members reconcile towards their target assignment
+    by epochs — group epoch, assignment epoch, and each member's own epoch.
+    """
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+class RemoteAssignor(StrEnum):
+    """The server-side assignors of KIP-848 (``group.remote.assignor``; broker ``group.consumer.assignors``)."""
+
+    UNIFORM = "uniform"
+    RANGE = "range"
+
+
 class CommitMode(StrEnum):
     SYNC = "sync"
     ASYNC = "async"
@@ -103,6 +123,14 @@ class ConsumerSpec(_Frozen):
     lane: str = "lane0"
     #: what the member does when the user's handler raises on a record (see HandlerErrorPolicy)
     on_handler_error: HandlerErrorPolicy = HandlerErrorPolicy.STOP
+    #: how often the member refreshes topic metadata (librdkafka ``topic.metadata.refresh.interval.ms``, Java and
+    #: kafka-python ``metadata.max.age.ms``); None = the client's default (5 min). A member notices partitions
+    #: added to its topic only at a refresh, so an experiment that grows a topic must lower it
+    metadata_max_age_ms: Annotated[int, Field(ge=500)] | None = None
+    #: classic, or KIP-848's consumer protocol (needs a KRaft cluster of Kafka 4.x or 3.7+ with it enabled)
+    group_protocol: GroupProtocol = GroupProtocol.CLASSIC
+    #: KIP-848 only: the coordinator's assignor; None = the broker's default (uniform)
+    remote_assignor: RemoteAssignor | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ConsumerSpec:
@@ -119,6 +147,16 @@ class ConsumerSpec(_Frozen):
             raise ValueError("kafka-python has no cooperative-sticky assignor (KIP-429): use client confluent-kafka or java")
         if self.client is Client.KAFKA_PYTHON and self.instance_id:
             raise ValueError("kafka-python 2.2 has no group.instance.id (KIP-345): use client confluent-kafka or java")
+        if self.group_protocol is GroupProtocol.CONSUMER:
+            if self.client is Client.KAFKA_PYTHON:
+                raise ValueError("kafka-python has no KIP-848 consumer protocol: use client confluent-kafka or java, "
+                                 "or group_protocol: classic")
+            if self.assignor is not Assignor.RANGE:
+                raise ValueError(f"assignor {self.assignor.value} is a client-side (classic) assignor; under "
+                                 "group_protocol: consumer the coordinator assigns: set remote_assignor (uniform, range)")
+        elif self.remote_assignor is not None:
+            raise ValueError("remote_assignor applies to group_protocol: consumer only (KIP-848); under classic set "
+                             "assignor")
         if self.client is Client.JAVA:
             if self.commit_mode is not CommitMode.SYNC:
                 raise ValueError("the Java VerifiableConsumer commits synchronously after each poll only: "
@@ -136,8 +174,11 @@ class ConsumerSpec(_Frozen):
 
     @property
     def protocol(self) -> RebalanceProtocol:
-        """Cooperative for cooperative-sticky (KIP-429), eager for every other assignor."""
-        return RebalanceProtocol.COOPERATIVE if self.assignor is Assignor.COOPERATIVE_STICKY else RebalanceProtocol.EAGER
+        """Cooperative for cooperative-sticky (KIP-429) and for KIP-848 (which revokes only what moves, before it
+        reassigns it), eager for every other assignor."""
+        if self.group_protocol is GroupProtocol.CONSUMER or self.assignor is Assignor.COOPERATIVE_STICKY:
+            return RebalanceProtocol.COOPERATIVE
+        return RebalanceProtocol.EAGER
 
 
 class ProducerSpec(_Frozen):
@@ -170,4 +211,23 @@ class WorkloadSpec(BaseModel):
         if len(assignors) > 1:
             raise ValueError(f"consumers use different assignors {sorted(a.value for a in assignors)}: the group "
                              "needs a common one (the coordinator refuses the others with INCONSISTENT_GROUP_PROTOCOL)")
+        # KIP-848: session timeout and heartbeat interval belong to the group (the coordinator's
+        # consumer.session.timeout.ms / consumer.heartbeat.interval.ms group configs), not to a member
+        kip848 = [c for c in self.consumers if c.group_protocol is GroupProtocol.CONSUMER]
+        for name in ("session_timeout_ms", "heartbeat_interval_ms", "remote_assignor"):
+            values = {getattr(c, name) for c in kip848}
+            if len(values) > 1:
+                raise ValueError(f"consumers with group_protocol consumer use different {name} "
+                                 f"{sorted(str(v) for v in values)}: under KIP-848 it is the group's setting, not a "
+                                 "member's; give them one value")
         return self
+
+    @property
+    def kip848_group_configs(self) -> dict[str, str]:
+        """The group configs (IncrementalAlterConfigs on the GROUP resource, Kafka 4.0+) that give KIP-848 members
+        the spec's session timeout and heartbeat interval; empty when no member uses the consumer protocol."""
+        member = next((c for c in self.consumers if c.group_protocol is GroupProtocol.CONSUMER), None)
+        if member is None:
+            return {}
+        return {"consumer.session.timeout.ms": str(member.session_timeout_ms),
+                "consumer.heartbeat.interval.ms": str(member.heartbeat_interval_ms)}

@@ -105,6 +105,9 @@ class _LiveView:
     def zookeepers(self) -> list[str]:
         return [z.node for z in self._n.cluster.topology.zookeepers]
 
+    def controllers(self) -> list[str]:
+        return [c.node for c in self._n.cluster.topology.controllers]
+
 
 class Nemesis:
     def __init__(self, cluster, run, experiment: Experiment, seed: int, planned: tuple[PlannedFault, ...]):

@@ -36,6 +36,7 @@ class ClusterView(Protocol):
     def running_brokers(self) -> list[str]: ...
     def all_brokers(self) -> list[str]: ...
     def zookeepers(self) -> list[str]: ...
+    def controllers(self) -> list[str]: ...
 
 
 def resolve(role: Role, view: ClusterView, rng: random.Random, *, node: str | None = None,
@@ -43,8 +44,8 @@ def resolve(role: Role, view: ClusterView, rng: random.Random, *, node: str | No
     """The nodes or members ``role`` means now; empty when it means nobody (no coordinator, no live member)."""
     if role is Role.COORDINATOR:
         picked = view.coordinator()
-    elif role is Role.CONTROLLER:
-        picked = view.controller()
+    elif role in (Role.CONTROLLER, Role.ACTIVE_CONTROLLER):
+        picked = view.controller()  # under KRaft: the quorum leader
     elif role is Role.LEADER:
         picked = view.leader(partition)
     elif role is Role.GROUP_LEADER:
@@ -64,6 +65,9 @@ def resolve(role: Role, view: ClusterView, rng: random.Random, *, node: str | No
     elif role is Role.ZOOKEEPER_QUORUM:
         zks = list(view.zookeepers())
         return sorted(rng.sample(zks, len(zks) // 2 + 1))
+    elif role is Role.CONTROLLER_QUORUM:
+        voters = list(view.controllers())
+        return sorted(rng.sample(voters, len(voters) // 2 + 1))
     elif role is Role.TOPIC:
         return [view.topic]
     else:  # pragma: no cover - the enum is exhaustive

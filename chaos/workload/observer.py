@@ -2,29 +2,64 @@
 
 Three sources, each an event kind (docs/architecture.md, "The history"):
 
-* ``group_state`` — DescribeGroups at the coordinator found by FindCoordinator,
-  polled every ``interval`` (default 100 ms). Written when anything changed
-  (state, coordinator, members, assignments) and at least once a second, so a
-  checker can tell "no sample" from "nothing changed". DescribeGroups carries
-  no generation, so ``generation`` is filled from the newest ``stabilized``
-  log line of the current coordinator.
-* ``broker_log`` — every broker's log tailed and its GroupCoordinator lines
-  parsed (below); ``ts``/``mono_ns`` come from the line's own timestamp (ms),
-  mapped onto CLOCK_MONOTONIC, so the line sorts where it happened rather
-  than when it was read.
-* ``committed_offsets`` — OffsetFetch samples (every ``offsets_interval``),
-  written when they change.
+* ``group_state`` — the group as its coordinator (FindCoordinator) describes it, polled every
+  ``interval`` (default 100 ms), one attempt per tick. Written when anything changed (state,
+  coordinator, members, assignments, epochs) and at least once a second, so a checker can tell "no
+  sample" from "nothing changed". Two describe APIs:
 
-Lines parsed (Kafka 2.8–3.9 ``kafka.coordinator.group.GroupCoordinator``,
-ZooKeeper mode, classic protocol):
+  - classic groups: DescribeGroups. It carries no generation, so ``generation`` is filled from the
+    newest ``stabilized`` log line of the current coordinator;
+  - KIP-848 groups (``group.protocol=consumer``): ConsumerGroupDescribe (API key 69,
+    :func:`chaos.cluster.wire.describe_consumer_group`) sent to the coordinator's control-lane proxy,
+    giving the group epoch, the assignment epoch and each member's epoch, assignment and target
+    assignment (:func:`consumer_sample`). Used on every tick when the run's members speak the
+    consumer protocol (``kip848``), and otherwise as a second question when DescribeGroups answers
+    ``Dead`` without members: that is what Kafka 4.x's new coordinator answers DescribeGroups v0-v5
+    for a group that is not a classic group, the same answer as for a group that does not exist
+    (``GroupMetadataManager.describeGroups``: ``GroupIdNotFoundException`` -> state Dead, no error
+    below v6; kafka-python asks at most v3). An answer of GROUP_ID_NOT_FOUND there (a classic or
+    absent group), or a broker without API 69 (before 3.7, ZooKeeper mode), keeps the classic sample.
+
+  A coordinator that cannot be found or asked, or that answers an error (NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND for a KIP-848 run), is an ``Unknown`` sample:
+  an observation, never a crash and never a wait.
+* ``broker_log`` — every broker's log tailed and its group coordinator lines parsed (below);
+  ``ts``/``mono_ns`` come from the line's own timestamp (ms), mapped onto CLOCK_MONOTONIC, so the
+  line sorts where it happened rather than when it was read.
+* ``committed_offsets`` — OffsetFetch samples (every ``offsets_interval``), written when they change.
+
+Lines parsed, classic groups (Kafka 2.8–3.9 ``kafka.coordinator.group.GroupCoordinator``; the same
+words from Kafka 4.x's ``org.apache.kafka.coordinator.group.GroupMetadataManager``, which appends
+``(reason: ...)`` / ``with N members.``):
 
 * ``Preparing to rebalance group G in state PreparingRebalance with old generation N``
 * ``Stabilized group G generation N``
-* ``Member ... memberId=M ... in group G has failed``
+* ``Member ... memberId=M ... in group G has failed`` (4.x: ``Member M in group G has failed, removing it
+  from the group.``)
 * ``Loading group metadata for G with generation N`` / ``Unloading group metadata for G with generation N``
-  (GroupMetadataManager)
+  (GroupMetadataManager, up to 3.9); on 4.x ``Loaded classic group G with K members.`` (``loading``,
+  no generation: the line gives the member count) and ``[GroupId=G] Unloading group metadata for
+  generation N.``
 * ``Group G with generation N is now empty`` and ``Assignment received from leader M for group G for
   generation N`` (kept as ``other`` with their generation).
+
+KIP-848 consumer groups (Kafka 4.0–4.4 ``GroupMetadataManager``, INFO; each line starts with the
+shard's ``[GroupCoordinator id=B topic=__consumer_offsets partition=P]`` log context):
+
+* ``[GroupId G] Member M joins the consumer group using the consumer protocol.``, the static
+  member's ``Static member M with instance id I joins ...`` and ``Static member with instance id I
+  re-joins ... Created a new member M to replace the existing member O.`` -> ``member_joined``
+* ``[GroupId G] Bumped group epoch to N.`` (4.4: ``... to N with metadata hash H.``) -> ``epoch_bumped``
+* ``[GroupId G] Computed a new target assignment for epoch N with 'A' assignor in Tms.`` ->
+  ``target_assignment``
+* ``[GroupId G] Member M fenced from the group because the member session expired.`` ->
+  ``member_failed`` (what the classic coordinator calls "has failed": the session expired)
+* ``[GroupId G] Member M fenced from the group because it failed to transition from epoch E within
+  Tms.`` (generation E) and other fencing reasons -> ``member_fenced``
+* ``[GroupId G] Member M left the consumer group.`` / ``Static member M with instance id I left the
+  consumer group.`` -> ``member_left``
+* ``Loaded consumer group G with K members.`` -> ``loading``; ``[GroupId=G] Unloaded group metadata
+  for group epoch N.`` -> ``unloading``
 """
 
 from __future__ import annotations
@@ -39,10 +74,15 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster.admin import ClusterAdmin
-from chaos.history.event import BrokerLogEvent, GroupState, Kind
+from chaos.cluster.wire import ConsumerGroupView, describe_consumer_group
+from chaos.history.event import BrokerLogEvent, GroupMember, GroupState, GroupType, Kind
 from chaos.history.writer import EventWriter
 
 _TS = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})\] ")
+
+#: the states of a KIP-848 group (``ConsumerGroup.ConsumerGroupState``); any other string is Unknown
+CONSUMER_GROUP_STATES = frozenset({GroupState.EMPTY, GroupState.ASSIGNING, GroupState.RECONCILING,
+                                   GroupState.STABLE, GroupState.DEAD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +94,12 @@ class ParsedLine:
 
 
 def _patterns(group: str) -> list[tuple[re.Pattern, BrokerLogEvent]]:
+    """First match wins: the specific fencing reasons come before the general one."""
     g = re.escape(group)
+    # KIP-848 lines carry the group as "[GroupId G]" (GroupMetadataManager's own prefix)
+    k = rf"\[GroupId {g}\] "
     return [
+        # classic groups: GroupCoordinator (2.8-3.9) and GroupMetadataManager (4.x) use the same words
         (re.compile(rf"Preparing to rebalance group {g} in state \w+ with old generation (?P<gen>-?\d+)"),
          BrokerLogEvent.PREPARING_REBALANCE),
         (re.compile(rf"Stabilized group {g} generation (?P<gen>\d+)"), BrokerLogEvent.STABILIZED),
@@ -66,6 +110,31 @@ def _patterns(group: str) -> list[tuple[re.Pattern, BrokerLogEvent]]:
         (re.compile(rf"Group {g} with generation (?P<gen>\d+) is now empty"), BrokerLogEvent.OTHER),
         (re.compile(rf"Assignment received from leader (?P<member>\S+) for group {g} for generation (?P<gen>\d+)"),
          BrokerLogEvent.OTHER),
+        # Kafka 4.x loading/unloading (GroupMetadataManager.onLoaded / onUnloaded), classic and consumer groups
+        (re.compile(rf"Loaded (?:classic|consumer) group {g} with \d+ members"), BrokerLogEvent.LOADING),
+        (re.compile(rf"\[GroupId={g}\] Unloading group metadata for generation (?P<gen>\d+)"),
+         BrokerLogEvent.UNLOADING),
+        (re.compile(rf"\[GroupId={g}\] Unloaded group metadata for group epoch (?P<gen>\d+)"),
+         BrokerLogEvent.UNLOADING),
+        # KIP-848 consumer groups (GroupMetadataManager, Kafka 4.0-4.4)
+        (re.compile(rf"{k}Member (?P<member>\S+) fenced from the group because the member session expired"),
+         BrokerLogEvent.MEMBER_FAILED),
+        (re.compile(rf"{k}Member (?P<member>\S+) fenced from the group because it failed to transition from "
+                    rf"epoch (?P<gen>-?\d+) within"), BrokerLogEvent.MEMBER_FENCED),
+        (re.compile(rf"{k}Member (?P<member>\S+) fenced from the group because "), BrokerLogEvent.MEMBER_FENCED),
+        (re.compile(rf"{k}Member (?P<member>\S+) joins the consumer group using the \w+ protocol"),
+         BrokerLogEvent.MEMBER_JOINED),
+        (re.compile(rf"{k}Static member (?P<member>\S+) with instance id .* joins the consumer group using the "
+                    rf"\w+ protocol"), BrokerLogEvent.MEMBER_JOINED),
+        (re.compile(rf"{k}Static member with instance id .* re-joins the consumer group using the \w+ protocol\. "
+                    rf"Created a new member (?P<member>\S+) to replace"), BrokerLogEvent.MEMBER_JOINED),
+        (re.compile(rf"{k}Bumped group epoch to (?P<gen>\d+)"), BrokerLogEvent.EPOCH_BUMPED),
+        (re.compile(rf"{k}Computed a new target assignment for epoch (?P<gen>\d+) with '[^']*' assignor"),
+         BrokerLogEvent.TARGET_ASSIGNMENT),
+        (re.compile(rf"{k}Member (?P<member>\S+) left the consumer group\."), BrokerLogEvent.MEMBER_LEFT),
+        # 4.0 spells it "Static Member"; "temporarily left" (epoch -2) keeps the member: not a leave
+        (re.compile(rf"{k}Static [Mm]ember (?P<member>\S+) with instance id .* (?<!temporarily )left the "
+                    rf"consumer group\."), BrokerLogEvent.MEMBER_LEFT),
     ]
 
 
@@ -137,21 +206,118 @@ class CoordinatorLog:
                     yield bid, line, parsed, line_clock(line, wall_to_mono)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSample:
+    """One ``group_state`` sample before it is written (the event's fields, see
+    :class:`chaos.history.event.GroupStateSample`). Equal samples are one observation: the observer
+    writes a sample when it differs from the last one written (the dedup key is the whole record,
+    epochs included), or a second after it."""
+
+    state: GroupState
+    coordinator: int | None
+    protocol: str | None
+    generation: int | None
+    members: tuple[GroupMember, ...]
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    group_type: GroupType | None = None
+
+    def fields(self, group: str) -> dict[str, Any]:
+        """The event's fields as JSON values. Fields added later are left out while None (the
+        writer's fast path writes what it is given; docs/architecture.md, "The history")."""
+        out: dict[str, Any] = {"group": group, "state": self.state.value, "coordinator": self.coordinator,
+                               "protocol": self.protocol, "generation": self.generation,
+                               "members": [_member_json(m) for m in self.members]}
+        if self.group_epoch is not None:
+            out["group_epoch"] = self.group_epoch
+        if self.assignment_epoch is not None:
+            out["assignment_epoch"] = self.assignment_epoch
+        if self.group_type is not None:
+            out["group_type"] = self.group_type.value
+        return out
+
+
+#: the coordinator could not be found, asked, or did not describe the group
+UNKNOWN_SAMPLE = GroupSample(GroupState.UNKNOWN, None, None, None, ())
+
+
+def _member_json(m: GroupMember) -> dict[str, Any]:
+    out: dict[str, Any] = {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                           "host": m.host, "assignment": [list(tp) for tp in m.assignment]}
+    if m.subscription:
+        out["subscription"] = list(m.subscription)
+    if m.member_epoch is not None:
+        out["member_epoch"] = m.member_epoch
+    if m.target_assignment:
+        out["target_assignment"] = [list(tp) for tp in m.target_assignment]
+    return out
+
+
+def classic_sample(info: Any, coordinator: int | None, generation: int | None) -> GroupSample:
+    """A DescribeGroups answer (kafka-python ``GroupInformation``) as a sample; ``generation`` comes
+    from the coordinator's log (DescribeGroups has none)."""
+    state = GroupState(info.state) if info.state in GroupState._value2member_map_ else GroupState.UNKNOWN
+    members = []
+    for m in info.members:
+        a = getattr(m, "member_assignment", None)
+        assignment = sorted((topic, p) for topic, parts in (getattr(a, "assignment", None) or []) for p in parts)
+        # the coordinator's copy of the member's JoinGroup subscription: who asked for which topics
+        topics = getattr(getattr(m, "member_metadata", None), "subscription", None)
+        members.append(GroupMember(member_id=m.member_id, instance_id=None, client_id=m.client_id,
+                                   host=m.client_host, assignment=tuple(assignment),
+                                   subscription=tuple(sorted(topics)) if topics else ()))
+    members.sort(key=lambda m: m.member_id)
+    return GroupSample(state, coordinator, info.protocol or None, generation, tuple(members),
+                       group_type=GroupType.CLASSIC)
+
+
+def consumer_sample(view: ConsumerGroupView, coordinator: int) -> GroupSample:
+    """A ConsumerGroupDescribe answer (KIP-848) as a sample.
+
+    ``protocol`` is the coordinator's assignor, ``generation`` the group epoch (it only grows, like a
+    generation), each member with its epoch, current and target assignment. An answer with an error
+    (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND) is
+    :data:`UNKNOWN_SAMPLE`; a state Kafka names that KIP-848 does not is ``Unknown``.
+    """
+    if view.error_code != 0:
+        return UNKNOWN_SAMPLE
+    state = GroupState(view.state) if view.state in CONSUMER_GROUP_STATES else GroupState.UNKNOWN
+    members = tuple(GroupMember(member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, host="",
+                                assignment=tuple(sorted(m.assignment)), member_epoch=m.member_epoch,
+                                target_assignment=tuple(sorted(m.target_assignment)))
+                    for m in sorted(view.members, key=lambda m: m.member_id))
+    return GroupSample(state, coordinator, view.assignor or None, view.group_epoch, members,
+                       group_epoch=view.group_epoch, assignment_epoch=view.assignment_epoch,
+                       group_type=GroupType.CONSUMER)
+
+
 class GroupObserver:
-    """Runs in a thread of the runner; writes ``events/observer.jsonl``."""
+    """Runs in a thread of the runner; writes ``events/observer.jsonl``.
+
+    ``kip848``: the run's members use ``group.protocol=consumer``, so every tick asks
+    ConsumerGroupDescribe rather than DescribeGroups. ``broker_address`` maps a coordinator's broker id
+    to the address ConsumerGroupDescribe is sent to (its control-lane proxy); without it KIP-848 groups
+    are not described (``Unknown`` samples when ``kip848``). ``describe_timeout_s`` bounds one
+    ConsumerGroupDescribe (connect, ApiVersions and the request together).
+    """
 
     def __init__(self, admin: ClusterAdmin, group: str, topic: str, run_dir: Path,
-                 broker_logs: dict[int, Path], interval: float = 0.1, offsets_interval: float = 0.5):
+                 broker_logs: dict[int, Path], interval: float = 0.1, offsets_interval: float = 0.5, *,
+                 kip848: bool = False, broker_address: Callable[[int], str] | None = None,
+                 describe_timeout_s: float = 1.5):
         self.admin = admin
         self.group = group
         self.topic = topic
         self.events = EventWriter.for_run(run_dir, "observer")
         self.interval = interval
         self.offsets_interval = offsets_interval
+        self.kip848 = kip848
+        self.broker_address = broker_address
+        self.describe_timeout_s = describe_timeout_s
         self.log = CoordinatorLog(group, broker_logs)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_sample: tuple | None = None
+        self._last_sample: GroupSample | None = None
         self._last_emit = 0.0
         self._last_offsets: tuple | None = None
         self._next_offsets = 0.0
@@ -192,51 +358,59 @@ class GroupObserver:
                 # a broker that becomes coordinator again *loads* the group at its current generation:
                 # what it logged as "Stabilized" in an earlier stint is stale from then on
                 self._stabilized[bid] = parsed.generation
-            elif parsed.event is BrokerLogEvent.UNLOADING:
+            elif parsed.event in (BrokerLogEvent.UNLOADING, BrokerLogEvent.LOADING):
+                # Kafka 4.x logs a load without the generation ("Loaded classic group G with K members"):
+                # the earlier stint's generation is stale all the same, and unknown until the next one
                 self._stabilized.pop(bid, None)
             self.events.emit(Kind.BROKER_LOG, broker=bid, group=self.group, event=parsed.event.value,
                              generation=parsed.generation, member_id=parsed.member_id,
                              line=line.strip()[:2000], **extra)
 
-    def _sample_group(self) -> None:
+    def _describe_classic(self) -> GroupSample:
         try:
             # one attempt each: a coordinator that is down or loading is an observation, not a wait
             coordinator = self.admin.coordinator_id(self.group, wait=False)
             info = self.admin.describe_group(self.group, coordinator, wait=False)
         except Exception:  # noqa: BLE001 - a coordinator that is down is an observation, not a crash
             coordinator, info = None, None
-        members: list[dict[str, Any]] = []
-        if info is None:
-            state, protocol = GroupState.UNKNOWN, None
-        else:
-            state = GroupState(info.state) if info.state in GroupState._value2member_map_ else GroupState.UNKNOWN
-            protocol = info.protocol or None
-            for m in info.members:
-                assignment: list[list[Any]] = []
-                a = getattr(m, "member_assignment", None)
-                for topic, parts in getattr(a, "assignment", None) or []:
-                    assignment.extend([topic, p] for p in sorted(parts))
-                entry = {"member_id": m.member_id, "instance_id": None, "client_id": m.client_id,
-                         "host": m.client_host, "assignment": sorted(assignment)}
-                # the coordinator's copy of the member's JoinGroup subscription: who asked for which topics
-                topics = getattr(getattr(m, "member_metadata", None), "subscription", None)
-                if topics:
-                    entry["subscription"] = sorted(topics)
-                members.append(entry)
-            members.sort(key=lambda m: m["member_id"])
         # the coordinator logs "Loading group metadata ... generation N" before it can answer for the
         # group, so reading the logs *after* its answer cannot miss the generation that answer is at
         self._read_logs()
         generation = self._stabilized.get(coordinator) if coordinator is not None else None
-        key = (state, coordinator, protocol, generation,
-               tuple((m["member_id"], tuple(map(tuple, m["assignment"])), tuple(m.get("subscription", ())))
-                     for m in members))
+        if info is None:
+            return GroupSample(GroupState.UNKNOWN, coordinator, None, generation, ())
+        return classic_sample(info, coordinator, generation)
+
+    def _describe_consumer(self, coordinator: int | None) -> GroupSample:
+        """ConsumerGroupDescribe at ``coordinator``'s control-lane proxy: one attempt, bounded by
+        ``describe_timeout_s``; anything but a description is :data:`UNKNOWN_SAMPLE`."""
+        if coordinator is None or self.broker_address is None:
+            return UNKNOWN_SAMPLE
+        try:
+            view = describe_consumer_group(self.broker_address(coordinator), self.group, self.describe_timeout_s)
+        except Exception:  # noqa: BLE001 - WireError (down, cut, slow), an unknown broker: an observation
+            return UNKNOWN_SAMPLE
+        return consumer_sample(view, coordinator)
+
+    def _sample_group(self) -> None:
+        if self.kip848:
+            try:
+                coordinator = self.admin.coordinator_id(self.group, wait=False)
+            except Exception:  # noqa: BLE001
+                coordinator = None
+            sample = self._describe_consumer(coordinator)
+        else:
+            sample = self._describe_classic()
+            if sample.state is GroupState.DEAD and not sample.members and sample.coordinator is not None:
+                # Dead without members: absent, or not a classic group (module docstring); ask as KIP-848
+                other = self._describe_consumer(sample.coordinator)
+                if other.group_type is GroupType.CONSUMER:
+                    sample = other
         now = time.monotonic()
         self.samples += 1
-        if key != self._last_sample or now - self._last_emit >= 1.0:
-            ev = self.events.emit(Kind.GROUP_STATE, group=self.group, state=state.value, coordinator=coordinator,
-                                  protocol=protocol, generation=generation, members=members)
-            self._last_sample, self._last_emit = key, now
+        if sample != self._last_sample or now - self._last_emit >= 1.0:
+            ev = self.events.emit(Kind.GROUP_STATE, **sample.fields(self.group))
+            self._last_sample, self._last_emit = sample, now
             self.last_sample_ns = ev.mono_ns
 
     def _sample_offsets(self) -> None:

@@ -88,4 +88,4 @@ def run_producer(cfg: WorkerConfig) -> int:
 
 
 def client_version() -> str:
-    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"

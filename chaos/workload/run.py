@@ -33,7 +33,7 @@ from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
-from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
+from chaos.model.workload import ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
@@ -89,11 +89,17 @@ class WorkloadRun:
         self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
         # returns once the metadata lists every partition with a leader (bounded)
         self.admin.create_topic(self.topic, self.spec.partitions, min(self.spec.replication, self.cluster.spec.brokers))
+        if self.spec.kip848_group_configs:
+            # before the first heartbeat: a KIP-848 member's session is the group's (docs/architecture.md)
+            self.admin.set_group_config(self.group, self.spec.kip848_group_configs)
         broker_logs = {b.broker_id: self.cluster.log_path(b.node) for b in self.cluster.topology.brokers}
         # the observer's own admin client with a short timeout: a dead coordinator must not stall sampling
         self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl"), timeout=1.5), self.group, self.topic,
                                       self.run_dir, broker_logs,
-                                      interval=self.spec.observer_interval_ms / 1000).start()
+                                      interval=self.spec.observer_interval_ms / 1000,
+                                      kip848=any(c.group_protocol is GroupProtocol.CONSUMER for c in self.spec.consumers),
+                                      broker_address=lambda bid: self.cluster.topology.listen(
+                                          self.cluster.topology.link(f"ctl.broker-{bid}"))).start()
         for name in self.member_specs:
             self.start_member(name)
         for name in list(self.producer_specs):
@@ -108,7 +114,7 @@ class WorkloadRun:
             "experiment": {**self.experiment, "workload": json.loads(self.spec.model_dump_json()),
                            "topic": self.topic, "group": self.group},
             "versions": {"kafka": self.cluster.spec.kafka_version, "kafka-chaos": chaos.__version__,
-                         "confluent-kafka": confluent_kafka.version()[0],
+                         "confluent-kafka": confluent_kafka.__version__,
                          "librdkafka": confluent_kafka.libversion()[0],
                          "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
             "configs": {"cluster": self.cluster.status()},
@@ -257,10 +263,11 @@ class WorkloadRun:
         try:
             while need and time.monotonic() < deadline:
                 for msg in c.consume(1000, 0.5):
-                    if msg.error() is None:
-                        seen[msg.partition()].append(msg.offset())
-                        if msg.offset() + 1 >= high[msg.partition()]:
-                            need.discard(msg.partition())
+                    part, offset = msg.partition(), msg.offset()
+                    if msg.error() is None and part is not None and offset is not None:
+                        seen[part].append(offset)
+                        if offset + 1 >= high[part]:
+                            need.discard(part)
         finally:
             c.close()
         writer = EventWriter.for_run(self.run_dir, "final-reader")

@@ -12,6 +12,10 @@ def test_importing_the_model_loads_no_runtime_library():
             "from chaos.model import Experiment, ClusterSpec\n"
             "Experiment.model_validate({'name': 'x', 'faults': [{'type': 'pause', 'target': 'random_member',"
             " 'trigger': {'at_s': 1}}]})\n"
+            # KRaft and KIP-848 are model too: a 4.x cluster, consumer-protocol members, a controller fault
+            "Experiment.model_validate({'name': 'k', 'cluster': {'kafka_version': '4.4.0', 'controllers': 3},"
+            " 'workload': {'consumers': [{'group_protocol': 'consumer', 'remote_assignor': 'uniform'}]},"
+            " 'faults': [{'type': 'kill', 'target': 'active_controller', 'trigger': {'at_s': 1}}]})\n"
             f"print(','.join(m for m in {RUNTIME!r} if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -3,13 +3,41 @@
 Generation and member id — the authoritative way for this library:
 ``Consumer.consumer_group_metadata()`` serializes librdkafka's own
 ``rd_kafka_consumer_group_metadata_t`` (the object KIP-447 transactional
-producers send with their offsets). Its layout is ``"CGMDv2:"``, the int32
-generation id in host byte order, then the NUL-terminated group id and member
-id. That is the generation librdkafka stamps on its OffsetCommit requests, so
-it is what a commit event must carry. ``Consumer.memberid()`` agrees on the
-member id.
+producers send with their offsets). Its layout (librdkafka ``rdkafka_cgrp.c``,
+``rd_kafka_consumer_group_metadata_write``, unchanged from 2.11 to 2.16) is
+``"CGMDv2:"``, the int32 generation id in host byte order, the NUL-terminated
+group id and member id, then a "group instance id is null" byte and, when not
+null, the NUL-terminated group instance id. That is the generation librdkafka
+stamps on its OffsetCommit requests (``rd_kafka_cgrp_offsets_commit`` builds
+the request from the same fields), so it is what a commit event must carry.
+``Consumer.memberid()`` agrees on the member id.
 
-Assignors: librdkafka implements ``range``, ``roundrobin`` and
+Group protocols (:class:`chaos.model.workload.GroupProtocol`):
+
+* ``classic`` — JoinGroup/SyncGroup; the generation is the group's generation
+  id, -1 (recorded as None) while the member has none.
+* ``consumer`` — KIP-848 (``group.protocol=consumer``, GA in librdkafka 2.12).
+  librdkafka keeps the *member epoch* of each ConsumerGroupHeartbeat response
+  in the same field (``rkcg_generation_id = member_epoch`` in
+  ``rd_kafka_cgrp_handle_ConsumerGroupHeartbeat``), and sends it as the
+  OffsetCommit generation, so the recorded generation is the member epoch.
+  Epoch 0 means "joining, not a member yet" (KIP-848 ConsumerGroupHeartbeat
+  ``MemberEpoch`` 0; librdkafka resets to 0 when it is fenced or rejoins) and
+  is recorded as None, like the Java client, which stops sending an epoch at
+  all then (``AbstractMembershipManager.updateMemberEpoch``). The member id is
+  a UUID the client makes itself before joining (KIP-1082).
+  Session timeout, heartbeat interval and the assignor are the coordinator's:
+  librdkafka refuses ``session.timeout.ms``, ``heartbeat.interval.ms``,
+  ``partition.assignment.strategy`` and ``group.protocol.type`` when they are
+  set (``rd_kafka_conf_finalize``: "... is not supported for
+  group.protocol=consumer"), so they are left out and only
+  ``group.remote.assignor`` is passed, when the spec names one.
+  ``rd_kafka_rebalance_protocol()`` answers ``COOPERATIVE`` once subscribed
+  (``rd_kafka_cgrp_rebalance_protocol``): the callbacks get only the partitions
+  added or revoked, and confluent-kafka calls ``incremental_assign`` /
+  ``incremental_unassign`` itself after them, as for cooperative-sticky.
+
+Assignors (classic): librdkafka implements ``range``, ``roundrobin`` and
 ``cooperative-sticky`` (KIP-429); it has no eager ``sticky`` assignor.
 """
 
@@ -22,16 +50,19 @@ from collections.abc import Callable
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
+from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Outcome
 from chaos.workload.consumer import Callbacks, CommitResult, FatalClientError, Record, classify_commit
-from chaos.workload.spec import WorkerConfig
+from chaos.workload.spec import ConsumerSpec, WorkerConfig
 
 _MAGIC = b"CGMDv2:"
 
 
 def parse_group_metadata(raw: bytes) -> tuple[int | None, str | None]:
-    """(generation, member id) from librdkafka's serialized consumer group metadata."""
+    """(generation, member id) from librdkafka's serialized consumer group metadata.
+
+    A negative generation (-1: none yet, or reset) is None; so is an empty member id.
+    """
     if not raw.startswith(_MAGIC) or len(raw) < len(_MAGIC) + 4:
         return None, None
     (generation,) = struct.unpack_from("=i", raw, len(_MAGIC))
@@ -40,9 +71,53 @@ def parse_group_metadata(raw: bytes) -> tuple[int | None, str | None]:
     return (generation if generation >= 0 else None), (member or None)
 
 
+def consumer_config(cfg: WorkerConfig) -> dict[str, object]:
+    """The librdkafka settings of the member ``cfg`` describes (callbacks excluded).
+
+    Under ``group_protocol: consumer`` (KIP-848) the classic-only settings are left out — librdkafka
+    refuses them — and the coordinator's assignor is named by ``group.remote.assignor`` (unset: the
+    broker's first ``group.consumer.assignors``, uniform by default).
+    """
+    spec = cfg.consumer
+    assert spec is not None
+    conf: dict[str, object] = {
+        "bootstrap.servers": cfg.bootstrap,
+        "group.id": cfg.group,
+        "client.id": cfg.name,
+        "group.protocol": spec.group_protocol.value,
+        "max.poll.interval.ms": spec.max_poll_interval_ms,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": spec.commit_mode is CommitMode.AUTO,
+        "auto.commit.interval.ms": spec.auto_commit_interval_ms,
+        "reconnect.backoff.max.ms": 1000,
+        "log_level": 3,
+    }
+    if spec.group_protocol is GroupProtocol.CLASSIC:
+        conf["session.timeout.ms"] = spec.session_timeout_ms
+        conf["heartbeat.interval.ms"] = spec.heartbeat_interval_ms
+        conf["partition.assignment.strategy"] = spec.assignor.value
+    elif spec.remote_assignor is not None:
+        conf["group.remote.assignor"] = spec.remote_assignor.value
+    if spec.instance_id:
+        conf["group.instance.id"] = spec.instance_id
+    if spec.metadata_max_age_ms is not None:
+        conf["topic.metadata.refresh.interval.ms"] = spec.metadata_max_age_ms
+    return conf
+
+
+def member_view(spec: ConsumerSpec, raw: bytes) -> tuple[int | None, str | None]:
+    """(generation, member id) to record, from serialized group metadata (see the module docstring):
+    under KIP-848 the generation is the member epoch, and epoch 0 (joining) is no generation."""
+    generation, member = parse_group_metadata(raw)
+    if spec.group_protocol is GroupProtocol.CONSUMER and generation == 0:
+        generation = None
+    return generation, member
+
+
 class ConfluentClient:
     name = Client.CONFLUENT_KAFKA.value
-    version = f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    # confluent_kafka.version() is the version string itself since 2.16 (a (string, int) tuple before)
+    version = f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
 
     def __init__(self, cfg: WorkerConfig):
         spec = cfg.consumer
@@ -54,24 +129,8 @@ class ConfluentClient:
         self._callbacks: Callbacks | None = None
         self._fatal: KafkaError | None = None
         self._pending: deque[tuple[frozenset, Callable[[CommitResult], None]]] = deque()
-        conf = {
-            "bootstrap.servers": cfg.bootstrap,
-            "group.id": cfg.group,
-            "client.id": cfg.name,
-            "session.timeout.ms": spec.session_timeout_ms,
-            "heartbeat.interval.ms": spec.heartbeat_interval_ms,
-            "max.poll.interval.ms": spec.max_poll_interval_ms,
-            "partition.assignment.strategy": spec.assignor.value,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": spec.commit_mode is CommitMode.AUTO,
-            "auto.commit.interval.ms": spec.auto_commit_interval_ms,
-            "reconnect.backoff.max.ms": 1000,
-            "on_commit": self._on_commit,
-            "error_cb": self._report_error_cb,
-            "log_level": 3,
-        }
-        if spec.instance_id:
-            conf["group.instance.id"] = spec.instance_id
+        conf = consumer_config(cfg)
+        conf.update(on_commit=self._on_commit, error_cb=self._report_error_cb)
         self._consumer = Consumer(conf)
 
     # librdkafka calls these from inside poll()/close() on this thread
@@ -89,6 +148,7 @@ class ConfluentClient:
     def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
         # called again with other topics, librdkafka replaces the subscription and rejoins the group
         self._callbacks = callbacks
+        # cooperative-sticky (KIP-429) and KIP-848 both hand the callbacks only what changes
         incremental = self.spec.protocol is RebalanceProtocol.COOPERATIVE
         self._consumer.subscribe(
             list(topics),
@@ -106,7 +166,10 @@ class ConfluentClient:
             if err is not None:
                 self._report(err)
                 continue
-            out.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            # optional in confluent-kafka's stubs (2.16+) for error events; a record always has all three
+            assert topic is not None and partition is not None and offset is not None
+            out.append(Record(topic, partition, offset, msg.key(), msg.value()))
         return out
 
     def _report(self, err: KafkaError) -> None:
@@ -122,7 +185,7 @@ class ConfluentClient:
 
     def group_view(self) -> tuple[int | None, str | None]:
         try:
-            return parse_group_metadata(self._consumer.consumer_group_metadata())
+            return member_view(self.spec, self._consumer.consumer_group_metadata())
         except KafkaException:
             return None, None
 

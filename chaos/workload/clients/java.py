@@ -24,9 +24,10 @@ VerifiableConsumer does not override ``onPartitionsLost``, whose default calls
 ``onPartitionsRevoked``: a loss prints ``partitions_revoked``.
 
 Generation and member id are not in VerifiableConsumer's JSON. They come from
-the Java consumer's own INFO log, which this worker routes (log4j 1 /
-reload4j config it writes) to **stdout**, prefixed ``@@log LEVEL LOGGER``, so
-that log lines and JSON lines arrive in one pipe in program order (a second
+the Java consumer's own log, which this worker routes (a reload4j config for
+3.x runtimes, a log4j2 one for 4.x; :data:`CLIENT_LOGGERS`) to **stdout**,
+prefixed ``@@log LEVEL LOGGER``, so that log lines and JSON lines arrive in
+one pipe in program order (a second
 pipe would let a ``partitions_assigned`` overtake the line that names its
 generation). Lines relied on (Kafka 3.9.1; the logger of both coordinator
 classes is ``o.a.k.clients.consumer.internals.ConsumerCoordinator``):
@@ -49,6 +50,33 @@ classes is ``o.a.k.clients.consumer.internals.ConsumerCoordinator``):
   (``Error during processing, terminating consumer process``, e.g. a
   ``FencedInstanceIdException``) become fatal ``error`` events; the exception
   class is taken from the stack trace line that follows.
+
+Under ``group_protocol: consumer`` (KIP-848; ``--group-protocol consumer``,
+``--group-remote-assignor``, VerifiableConsumer 3.7+) the Java client is
+``AsyncKafkaConsumer`` and none of the lines above appear. Its *member epoch*
+is what ``CommitRequestManager`` stamps on OffsetCommit, and what is recorded
+as the generation. Lines relied on (kafka-clients 4.4.0; logger
+``o.a.k.clients.consumer.internals.CommitRequestManager``, the DEBUG one enabled
+alone):
+
+* DEBUG ``Member M will include new member epoch Optional[N] in following offset commit/fetch
+  requests.`` (``onMemberEpochUpdated``: every epoch above 0 the heartbeat brings; not in the
+  3.9/4.0-era sources);
+* INFO ``Member M won't include epoch in following offset commit/fetch requests because it has
+  left the group.`` (older wording: ``... won't include member id and epoch ...``) — fenced, failed,
+  left, or rejoining with epoch 0: no epoch any more;
+* INFO ``Member M with epoch N transitioned from S1 to S2.`` (logger
+  ``ConsumerMembershipManager``, for ``AbstractMembershipManager``): the member id
+  before the first epoch arrives, and the epoch for clients without the DEBUG line
+  (there an epoch bumped without an assignment change is missed until the next
+  transition);
+* ``Lost previously assigned partitions …`` (``ConsumerRebalanceListenerInvoker``) as above.
+
+Member ids are UUIDs the client makes itself (KIP-1082). The session timeout
+and heartbeat interval are the coordinator's (group configs, KIP-848) and the
+client refuses ``session.timeout.ms`` / ``heartbeat.interval.ms`` /
+``partition.assignment.strategy`` (``ConsumerConfig.checkUnsupportedConfigsPostProcess``),
+so none is passed.
 
 A commit is recorded with the generation / member id current when its batch's
 ``records_consumed`` was printed (``commitSync`` is called right after, so that
@@ -77,7 +105,7 @@ import orjson
 from chaos.cluster.runtime import KafkaRuntime, java_binary, kafka_runtime
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.model.workload import Assignor, Client, CommitMode
+from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Operation, classify
 from chaos.process import _pdeathsig
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
@@ -93,16 +121,42 @@ ASSIGNOR_CLASSES = {
 
 LOG_PREFIX = "@@log "
 
-LOG4J = """\
-log4j.rootLogger=WARN, out
-log4j.appender.out=org.apache.log4j.ConsoleAppender
-log4j.appender.out.Target=System.out
-log4j.appender.out.layout=org.apache.log4j.PatternLayout
-log4j.appender.out.layout.ConversionPattern=@@log %p %c %m%n
-log4j.logger.org.apache.kafka.clients.consumer.internals.ConsumerCoordinator=INFO
-log4j.logger.org.apache.kafka.clients.consumer.internals.AbstractCoordinator=INFO
-log4j.logger.org.apache.kafka.clients.consumer.internals.ConsumerRebalanceListenerInvoker=INFO
-"""
+#: the Java client's loggers the translator reads (everything else: WARN and above)
+CLIENT_LOGGERS: dict[str, str] = {
+    # classic protocol (ClassicKafkaConsumer)
+    "org.apache.kafka.clients.consumer.internals.ConsumerCoordinator": "INFO",
+    "org.apache.kafka.clients.consumer.internals.AbstractCoordinator": "INFO",
+    "org.apache.kafka.clients.consumer.internals.ConsumerRebalanceListenerInvoker": "INFO",
+    # KIP-848 (AsyncKafkaConsumer): state transitions, and the epoch stamped on OffsetCommit (DEBUG)
+    "org.apache.kafka.clients.consumer.internals.ConsumerMembershipManager": "INFO",
+    "org.apache.kafka.clients.consumer.internals.CommitRequestManager": "DEBUG",
+}
+
+#: reload4j (Kafka 3.x runtimes), every line on stdout as ``@@log LEVEL LOGGER message``
+LOG4J = "\n".join([
+    "log4j.rootLogger=WARN, out",
+    "log4j.appender.out=org.apache.log4j.ConsoleAppender",
+    "log4j.appender.out.Target=System.out",
+    "log4j.appender.out.layout=org.apache.log4j.PatternLayout",
+    "log4j.appender.out.layout.ConversionPattern=@@log %p %c %m%n",
+    *(f"log4j.logger.{name}={level}" for name, level in CLIENT_LOGGERS.items()),
+    "",
+])
+
+#: the same for log4j2 (Kafka 4.x runtimes log through log4j2, KIP-653)
+LOG4J2 = "\n".join([
+    "status = error",
+    "appender.out.type = Console",
+    "appender.out.name = OUT",
+    "appender.out.target = SYSTEM_OUT",
+    "appender.out.layout.type = PatternLayout",
+    "appender.out.layout.pattern = @@log %p %c %m%n",
+    "rootLogger.level = WARN",
+    "rootLogger.appenderRef.out.ref = OUT",
+    *(line for i, (name, level) in enumerate(CLIENT_LOGGERS.items())
+      for line in (f"logger.c{i}.name = {name}", f"logger.c{i}.level = {level}")),
+    "",
+])
 
 #: Java commit exception messages (what ``offsets_committed.error`` carries) -> exception class.
 #: Sources: kafka-clients 3.9 ``CommitFailedException`` default message,
@@ -125,6 +179,13 @@ COMMIT_MESSAGES: tuple[tuple[str, str], ...] = (
     ("The broker rejected this static consumer since another consumer with the same group.instance.id",
      "FencedInstanceIdException"),
     ("Disconnected from node", "DisconnectException"),
+    # KIP-848 (kafka-clients 4.x CommitRequestManager): commitSync wraps STALE_MEMBER_EPOCH and UNKNOWN_MEMBER_ID
+    # in CommitFailedException; the coordinator stored nothing
+    ("OffsetCommit failed with stale member epoch", "CommitFailedException"),
+    ("OffsetCommit failed with unknown member ID", "CommitFailedException"),
+    ("OffsetCommit failed due to group instance id fenced", "CommitFailedException"),
+    ("The member epoch is stale", "StaleMemberEpochException"),
+    ("The member epoch is fenced by the group coordinator", "FencedMemberEpochException"),
 )
 
 _GEN = r"Generation\{generationId=(-?\d+), memberId='([^']*)', protocol='([^']*)'\}"
@@ -132,6 +193,10 @@ _JOINED = re.compile(r"Successfully joined group with generation " + _GEN)
 _SYNCED = re.compile(r"Successfully synced group in generation " + _GEN)
 _RESET = re.compile(r"Resetting generation (and member id )?due to: (.*)")
 _LOST = re.compile(r"Lost previously assigned partitions (.*)")
+# KIP-848 (AsyncKafkaConsumer)
+_EPOCH = re.compile(r"Member (\S+) will include new member epoch (?:Optional\[)?(-?\d+)\]? in following offset commit")
+_NO_EPOCH = re.compile(r"Member (\S+) won't include (?:member id and )?epoch in following offset commit")
+_TRANSITION = re.compile(r"Member (\S+) with epoch (-?\d+) transitioned from (\w+) to (\w+)")
 _EXCEPTION = re.compile(r"^(?:Caused by: )?([\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
 
@@ -236,10 +301,28 @@ class Translator:
             self.generation, self.stable = None, False
             if m.group(1):
                 self.member_id = None
+        elif m := _EPOCH.search(message):
+            self._epoch(int(m.group(2)), m.group(1))
+        elif m := _NO_EPOCH.search(message):
+            self._epoch(None, m.group(1))
+        elif m := _TRANSITION.search(message):
+            self._epoch(int(m.group(2)), m.group(1))
         elif m := _LOST.search(message):
             self._lost_pending = _parse_tps(m.group(1))
         elif level in ("ERROR", "FATAL") and logger == "org.apache.kafka.tools.VerifiableConsumer":
             self._pending_error = _strip_context(message)
+
+    def _epoch(self, epoch: int | None, member_id: str) -> None:
+        """KIP-848: the member epoch is the generation; 0 (joining), -1 / -2 (leaving) and none are no
+        generation, as for the client itself (``AbstractMembershipManager.updateMemberEpoch`` sends no
+        epoch with OffsetCommit then). The last one held is kept for a ``lost`` that follows."""
+        self.member_id = member_id
+        if epoch is not None and epoch > 0:
+            self.generation, self.stable = epoch, True
+            return
+        if self.generation is not None:
+            self._last_held = (self.generation, self.member_id)
+        self.generation, self.stable = None, False
 
     def _flush_error(self, name: str | None, text: str | None) -> None:
         message = self._pending_error or ""
@@ -328,25 +411,65 @@ def command(cfg: WorkerConfig, runtime: KafkaRuntime, workdir: Path) -> list[str
     spec = cfg.consumer
     assert spec is not None
     workdir.mkdir(parents=True, exist_ok=True)
+    tools = tools_version(runtime)
     props = workdir / f"{cfg.name}.consumer.properties"
-    props.write_text("\n".join([
-        f"client.id={cfg.name}",
-        f"heartbeat.interval.ms={spec.heartbeat_interval_ms}",
-        f"max.poll.interval.ms={spec.max_poll_interval_ms}",
-        f"max.poll.records={spec.max_records}",
-        "reconnect.backoff.max.ms=1000",
-    ]) + "\n")
+    props.write_text("\n".join(consumer_properties(cfg)) + "\n")
     log4j = workdir / f"{cfg.name}.log4j.properties"
     log4j.write_text(LOG4J)
-    argv = [
+    log4j2 = workdir / f"{cfg.name}.log4j2.properties"
+    log4j2.write_text(LOG4J2)
+    return [
         java_binary(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-        f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", runtime.classpath, MAIN_CLASS,
-        "--bootstrap-server", cfg.bootstrap, "--topic", cfg.topic, "--group-id", cfg.group,
-        "--verbose", "--reset-policy", "earliest",
-        "--assignment-strategy", ASSIGNOR_CLASSES[spec.assignor],
-        "--session-timeout", str(spec.session_timeout_ms),
-        "--consumer.config", str(props),
+        # each logging backend reads its own property: reload4j (3.x runtimes) or log4j2 (4.x)
+        f"-Dlog4j.configuration={log4j.as_uri()}", f"-Dlog4j2.configurationFile={log4j2.as_uri()}",
+        "-cp", runtime.classpath, MAIN_CLASS,
+        *verifiable_consumer_args(cfg, tools, props),
     ]
+
+
+def consumer_properties(cfg: WorkerConfig) -> list[str]:
+    """The lines of the member's consumer config file (what VerifiableConsumer has no flag for).
+
+    ``heartbeat.interval.ms`` is classic only: under KIP-848 the coordinator sets it, and the Java
+    client refuses it (ConfigException) when ``group.protocol=consumer``.
+    """
+    spec = cfg.consumer
+    assert spec is not None
+    lines = [f"client.id={cfg.name}"]
+    if spec.group_protocol is GroupProtocol.CLASSIC:
+        lines.append(f"heartbeat.interval.ms={spec.heartbeat_interval_ms}")
+    lines += [f"max.poll.interval.ms={spec.max_poll_interval_ms}", f"max.poll.records={spec.max_records}",
+              "reconnect.backoff.max.ms=1000"]
+    if spec.metadata_max_age_ms is not None:
+        lines.append(f"metadata.max.age.ms={spec.metadata_max_age_ms}")
+    return lines
+
+
+def verifiable_consumer_args(cfg: WorkerConfig, tools: tuple[int, int], props: Path) -> list[str]:
+    """VerifiableConsumer's arguments for the member ``cfg`` describes, for kafka-tools ``tools`` (major, minor).
+
+    Classic: ``--assignment-strategy`` and ``--session-timeout``. KIP-848: ``--group-protocol consumer``
+    (3.7+) and ``--group-remote-assignor`` when the spec names one; the session timeout is the
+    coordinator's (VerifiableConsumer 4.0+ drops ``--session-timeout`` under the consumer protocol,
+    KAFKA-18156; 3.7-3.9 would pass it on and the client would refuse it, so it is never given).
+    The config file goes by ``--command-config`` from 4.2 (KIP-1147; ``--consumer.config`` is
+    deprecated there and prints a warning), by ``--consumer.config`` before.
+    """
+    spec = cfg.consumer
+    assert spec is not None
+    argv = ["--bootstrap-server", cfg.bootstrap, "--topic", cfg.topic, "--group-id", cfg.group,
+            "--verbose", "--reset-policy", "earliest"]
+    if spec.group_protocol is GroupProtocol.CONSUMER:
+        if tools < (3, 7):
+            raise ValueError(f"VerifiableConsumer {tools[0]}.{tools[1]} has no --group-protocol (KIP-848 needs "
+                             "Kafka 3.7+, GA in 4.0): use a newer kafka_version or group_protocol: classic")
+        argv += ["--group-protocol", GroupProtocol.CONSUMER.value]
+        if spec.remote_assignor is not None:
+            argv += ["--group-remote-assignor", spec.remote_assignor.value]
+    else:
+        argv += ["--assignment-strategy", ASSIGNOR_CLASSES[spec.assignor],
+                 "--session-timeout", str(spec.session_timeout_ms)]
+    argv += ["--command-config" if tools >= (4, 2) else "--consumer.config", str(props)]
     if spec.instance_id:
         argv += ["--group-instance-id", spec.instance_id]
     return argv
@@ -366,6 +489,16 @@ def jvm_clock() -> Callable[[int], int]:
     return to_mono
 
 
+def tools_version(runtime: KafkaRuntime) -> tuple[int, int]:
+    """(major, minor) of the kafka-tools jar on the classpath (VerifiableConsumer's flags depend on it);
+    the runtime's version when no jar name says."""
+    for jar in sorted(runtime.lib_dir.glob("kafka-tools-[0-9]*.jar")):
+        if m := re.match(r"kafka-tools-(\d+)\.(\d+)", jar.name):
+            return int(m.group(1)), int(m.group(2))
+    major, minor = runtime.version.split(".")[:2]
+    return int(major), int(minor)
+
+
 def client_version(runtime: KafkaRuntime) -> str:
     """The kafka-clients version on the classpath (from its jar name)."""
     for jar in sorted(runtime.lib_dir.glob("kafka-clients-*.jar")):
@@ -380,7 +513,8 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     check_spec(spec)
     runtime = kafka_runtime(cfg.kafka_version)
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
-    translator = Translator(cfg.group, events, incremental=spec.assignor is Assignor.COOPERATIVE_STICKY,
+    # cooperative-sticky (KIP-429) and KIP-848 both call the listener with only what changes
+    translator = Translator(cfg.group, events, incremental=spec.protocol is RebalanceProtocol.COOPERATIVE,
                             clock=jvm_clock())
     argv = command(cfg, runtime, Path(cfg.run_dir) / "workers")
     events.emit(Kind.MEMBER_START, group=cfg.group, client=Client.JAVA.value, client_version=client_version(runtime),

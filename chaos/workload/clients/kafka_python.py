@@ -125,6 +125,7 @@ class KafkaPythonClient:
             auto_commit_interval_ms=spec.auto_commit_interval_ms,
             max_poll_records=spec.max_records,
             reconnect_backoff_max_ms=1000,
+            **({"metadata_max_age_ms": spec.metadata_max_age_ms} if spec.metadata_max_age_ms is not None else {}),
         )
         self._coordinator = self._consumer._coordinator
         if spec.commit_mode is CommitMode.AUTO:

@@ -14,7 +14,11 @@ from chaos.errors import UsageError
     [
         ({"brokers": 0}, "brokers: Input should be greater than or equal to 1"),
         ({"brokers": 2, "replication_factor": 3}, "replication_factor=3 exceeds brokers=2"),
-        ({"kafka_version": "4.0.0"}, "unknown Kafka version '4.0.0'"),
+        ({"kafka_version": "5.0.0"}, "unknown Kafka version '5.0.0'"),
+        ({"kafka_version": "4.4.0", "mode": "zookeeper"}, "mode=zookeeper is not possible on Kafka 4.4.0"),
+        ({"kafka_version": "3.6.2", "mode": "kraft"}, "use 3.7 or later for KRaft"),
+        ({"kafka_version": "4.4.0", "controllers": 2}, "a KRaft quorum needs an odd size"),
+        ({"kafka_version": "4.4.0", "brokers": 1, "controllers": 3}, "use controller_placement: isolated"),
         ({"kafka_version": "banana"}, "unknown Kafka version 'banana'"),
         ({"zookeepers": 2}, "needs an odd size"),
         ({"brokrs": 3}, "brokrs: Extra inputs are not permitted"),

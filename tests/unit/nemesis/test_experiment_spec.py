@@ -61,6 +61,16 @@ def test_docker_only_experiments_are_valid_and_ask_for_docker():
     ({"name": "x", "workload": {"consumers": [{"client": "kafka-python", "assignor": "cooperative-sticky"}]}},
      "kafka-python has no cooperative-sticky"),
     ({"name": "Bad Name"}, "name: String should match pattern"),
+    # KRaft and KIP-848 (issue 13); tests/unit/test_kraft_surface.py has the rest
+    ({"name": "x", "cluster": {"kafka_version": "4.4.0", "mode": "zookeeper"}},
+     "cluster: mode=zookeeper is not possible on Kafka 4.4.0"),
+    ({"name": "x", "workload": {"consumers": [{"group_protocol": "consumer"}]}},
+     "workload.consumers.0.group_protocol: consumer (KIP-848) needs a KRaft cluster"),
+    ({"name": "x", "cluster": {"kafka_version": "4.4.0"},
+      "workload": {"consumers": [{"group_protocol": "consumer", "remote_assignor": "sticky"}]}},
+     "remote_assignor: Input should be 'uniform' or 'range'"),
+    ({"name": "x", "faults": [{"type": "kill", "target": "active_controller"}]},
+     "faults.0: active_controller needs a KRaft cluster"),
 ])
 def test_bad_experiments_fail_with_one_line_naming_file_and_field(doc, fragment):
     with pytest.raises(UsageError) as err:

@@ -72,6 +72,9 @@ class View:
     def zookeepers(self):
         return ["zk-1", "zk-2", "zk-3"]
 
+    def controllers(self):
+        return self.a.get("controllers", [])
+
 
 def test_target_resolution_is_a_function_of_the_view_and_the_seed():
     v = View(coordinator="broker-2", controller="broker-1", leaders={3: "broker-3"}, group_leader="consumer-0",
@@ -88,3 +91,13 @@ def test_target_resolution_is_a_function_of_the_view_and_the_seed():
     assert resolve(Role.ALL_MEMBERS, v, rng()) == ["consumer-0", "consumer-1"]
     assert resolve(Role.NODE, v, rng(), node="zk-2") == ["zk-2"]
     assert resolve(Role.TOPIC, v, rng()) == ["t"]
+
+
+def test_kraft_roles_resolve_to_the_quorum_leader_and_a_majority_of_voters():
+    v = View(controller="controller-2", controllers=["controller-1", "controller-2", "controller-3"])
+    rng = lambda: random.Random("7:f0:target")  # noqa: E731
+    assert resolve(Role.ACTIVE_CONTROLLER, v, rng()) == ["controller-2"]
+    majority = resolve(Role.CONTROLLER_QUORUM, v, rng())
+    assert majority == resolve(Role.CONTROLLER_QUORUM, v, rng()) and len(majority) == 2
+    assert set(majority) <= {"controller-1", "controller-2", "controller-3"}
+    assert resolve(Role.ACTIVE_CONTROLLER, View(), rng()) == []   # no leader elected now: nobody

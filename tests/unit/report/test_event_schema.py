@@ -53,7 +53,10 @@ def test_columns_of_earlier_reports_keep_their_types():
     assert got["members"].startswith("array<" + MEMBERS_BEFORE)
     # what the hand-kept DDL lacked
     assert got["answered_ns"] == "bigint" and got["auto_commit_interval_ms"] == "bigint"
-    assert got["members"].endswith(",subscription:array<string>>>")
+    assert got["members"].endswith(",subscription:array<string>,member_epoch:bigint,"
+                                   "target_assignment:array<array<string>>>>")
+    # KIP-848 samples (group_state from ConsumerGroupDescribe)
+    assert (got["group_epoch"], got["assignment_epoch"], got["group_type"]) == ("bigint", "bigint", "string")
 
 
 def test_loading_the_tables_module_does_not_import_spark():
