@@ -8,6 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 .PHONY: setup setup-browser setup-docker demo test test-fast lint bench clean
 
+# Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
 	@$(BIN)/chaos setup
 
@@ -41,6 +42,7 @@ test: setup setup-browser setup-docker lint
 	@# images are built in the root namespace (debootstrap needs Debian's mirror; the test namespace has
 	@# only loopback), into the engine's data root that the namespaced engine then uses
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images
+	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images 4.4.0
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
 
 # ruff and mypy (config in pyproject.toml); silent when clean

@@ -130,42 +130,6 @@ def _check_kafka_version(version: str | None) -> None:
 VERSIONS_HELP = "2.8.x-3.9.x run ZooKeeper, 3.7.x-4.x KRaft; 4.x is KRaft only"
 
 
-def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_protocol: str | None = None,
-                    flag: str = "--") -> Experiment:
-    """``exp`` on another Kafka release and/or group protocol, validated again as a whole.
-
-    Used by ``chaos run --kafka-version/--group-protocol`` and by the pytest plugin's
-    ``--chaos-kafka-version/--chaos-group-protocol`` (``flag`` is the prefix of the option names the
-    error line cites). The metadata mode follows the release unless the file sets ``cluster.mode``
-    (:func:`chaos.model.cluster.modes_of`: 4.x is KRaft only, KIP-833). ``group_protocol`` is set on
-    every member: under ``consumer`` (KIP-848) the coordinator assigns, so a member's client-side
-    ``assignor`` is reset to its default (it has no meaning there; ``remote_assignor`` is kept); under
-    ``classic`` ``remote_assignor`` is dropped. A combination the model refuses (KIP-848 on a ZooKeeper
-    cluster, kafka-python under KIP-848, a ZooKeeper target on KRaft, ...) is a one-line UsageError
-    naming the experiment and the options.
-    """
-    from chaos.experiment import parse_experiment
-    from chaos.model.workload import ConsumerSpec, GroupProtocol
-
-    if kafka_version is None and group_protocol is None:
-        return exp
-    data = exp.model_dump()
-    given = []
-    if kafka_version is not None:
-        data["cluster"]["kafka_version"] = kafka_version
-        given.append(f"{flag}kafka-version {kafka_version}")
-    if group_protocol is not None:
-        protocol = GroupProtocol(group_protocol)
-        for member in data["workload"]["consumers"]:
-            member["group_protocol"] = protocol
-            if protocol is GroupProtocol.CONSUMER:
-                member["assignor"] = ConsumerSpec.model_fields["assignor"].default
-            else:
-                member["remote_assignor"] = None
-        given.append(f"{flag}group-protocol {protocol.value}")
-    return parse_experiment(data, f"{exp.name} with {' '.join(given)}")
-
-
 def client_side_assignors(exp: Experiment) -> list[str]:
     """The members of ``exp`` whose client-side assignor ``--group-protocol consumer`` sets aside."""
     from chaos.model.workload import ConsumerSpec
@@ -211,21 +175,25 @@ def main() -> None:
               help=f"Kafka release to fetch: {VERSIONS_HELP} (default 3.9.1).")
 def setup(kafka_version: str | None) -> None:
     """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache
-    ($KAFKA_CHAOS_CACHE, default ~/.cache/kafka-chaos). A no-op when they are there already."""
+    ($KAFKA_CHAOS_CACHE, default ~/.cache/kafka-chaos). A no-op when they are there already. Without
+    --kafka-version: the releases the catalogue runs (3.9.1 with ZooKeeper, 4.4.0 with KRaft)."""
     from chaos.cluster import runtime
+    from chaos.model.cluster import KRAFT_KAFKA_VERSION
 
     console = _console()
     _check_kafka_version(kafka_version)
-    version = kafka_version or runtime.DEFAULT_KAFKA_VERSION
+    versions = [kafka_version] if kafka_version else [runtime.DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION]
     with console.status("setting up the runtime ...") as status:
         def progress(msg: str) -> None:
             status.update(msg)
             console.log(msg)
 
         runtime.java_binary()
-        kafka = runtime.ensure_kafka(version, progress)
+        kafkas = [runtime.ensure_kafka(v, progress) for v in versions]
         tox = runtime.ensure_toxiproxy(progress)
-    click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}; toxiproxy {tox.version} at {tox.binary}")
+    for kafka in kafkas:
+        click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}")
+    click.echo(f"ready: toxiproxy {tox.version} at {tox.binary}")
 
 
 @main.group(cls=_Group, context_settings=CONTEXT,
@@ -253,7 +221,7 @@ def cluster() -> None:
               help="ZooKeeper mode: ZooKeeper nodes, 1 or 3 (an ensemble)")
 @click.option("--controllers", default=1, show_default=True, type=int,
               help="KRaft: controller quorum voters, 1 or 3")
-@click.option("--controller-placement", default="combined", show_default=True,
+@click.option("--controller-placement", default="isolated", show_default=True,
               type=click.Choice(["combined", "isolated"]),
               help="KRaft: controllers inside the first brokers (process.roles=broker,controller) or in JVMs "
                    "of their own (controller-1..N)")
@@ -600,6 +568,8 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
         if set_aside:
             console.log("--group-protocol consumer: the coordinator assigns (KIP-848); client-side assignors set "
                         f"aside in {'; '.join(set_aside)}")
+    from chaos.experiment import apply_overrides
+
     if experiments:  # named: each must run as asked
         exps = [apply_overrides(e, kafka_version=kafka_version, group_protocol=group_protocol) for e in exps]
     else:  # the whole catalogue: what cannot run on this cluster / protocol (ZooKeeper faults on KRaft) is left out

@@ -185,3 +185,38 @@ def dump_schema(path: Path) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_protocol: str | None = None,
+                    flag: str = "--") -> Experiment:
+    """``exp`` on another Kafka release and/or group protocol, validated again as a whole.
+
+    Used by ``chaos run --kafka-version/--group-protocol`` and by the pytest plugin's
+    ``--chaos-kafka-version/--chaos-group-protocol`` (``flag`` is the prefix of the option names the
+    error line cites). The metadata mode follows the release unless the file sets ``cluster.mode``
+    (:func:`chaos.model.cluster.modes_of`: 4.x is KRaft only, KIP-833). ``group_protocol`` is set on
+    every member: under ``consumer`` (KIP-848) the coordinator assigns, so a member's client-side
+    ``assignor`` is reset to its default (it has no meaning there; ``remote_assignor`` is kept); under
+    ``classic`` ``remote_assignor`` is dropped. A combination the model refuses (KIP-848 on a ZooKeeper
+    cluster, kafka-python under KIP-848, a ZooKeeper target on KRaft, ...) is a one-line UsageError
+    naming the experiment and the options.
+    """
+    from chaos.model.workload import ConsumerSpec, GroupProtocol
+
+    if kafka_version is None and group_protocol is None:
+        return exp
+    data = exp.model_dump()
+    given = []
+    if kafka_version is not None:
+        data["cluster"]["kafka_version"] = kafka_version
+        given.append(f"{flag}kafka-version {kafka_version}")
+    if group_protocol is not None:
+        protocol = GroupProtocol(group_protocol)
+        for member in data["workload"]["consumers"]:
+            member["group_protocol"] = protocol
+            if protocol is GroupProtocol.CONSUMER:
+                member["assignor"] = ConsumerSpec.model_fields["assignor"].default
+            else:
+                member["remote_assignor"] = None
+        given.append(f"{flag}group-protocol {protocol.value}")
+    return parse_experiment(data, f"{exp.name} with {' '.join(given)}")

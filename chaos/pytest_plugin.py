@@ -25,7 +25,7 @@ Options (ini keys in brackets): ``--chaos-backend`` [chaos_backend],
 ``--run-slow`` (nightly-size tests marked ``slow``).
 
 The Kafka version and group protocol act as ``chaos run --kafka-version/--group-protocol`` do
-(:func:`chaos.cli.apply_overrides`): every ``run_experiment`` experiment is moved onto them and validated
+(:func:`chaos.experiment.apply_overrides`): every ``run_experiment`` experiment is moved onto them and validated
 again (a 4.x version means KRaft); one the move makes impossible (a ZooKeeper fault on KRaft,
 kafka-python under KIP-848) is skipped with the model's reason. The shared cluster runs the version
 (default 3.9.1), and ``consumer_group`` members get the protocol unless the test names one.
@@ -251,8 +251,8 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
 def experiment_on(exp, settings: dict):
     """``exp`` moved onto the session's Kafka version and group protocol (``--chaos-kafka-version``,
     ``--chaos-group-protocol``); skips the test when the experiment cannot run there (the model's reason)."""
-    from chaos.cli import apply_overrides
     from chaos.errors import UsageError
+    from chaos.experiment import apply_overrides
 
     try:
         return apply_overrides(exp, kafka_version=settings["kafka_version"], group_protocol=settings["group_protocol"],

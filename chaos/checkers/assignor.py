@@ -35,11 +35,35 @@ stickiness is not judged across a change of the group's subscriptions.
   owned-partitions metadata, so no assignor can stick to them. Nor across a
   generation in between that moved partitions but was never sampled complete
   (a short generation during a fault): the assignor stuck to that one.
+
+KIP-848 groups (samples with ``group_type`` consumer) are assigned by the
+coordinator's own (server-side) assignor, named in the sample's ``protocol``;
+``range`` there is not the classic client-side RangeAssignor (``group_type``
+tells them apart). Each group epoch is judged once, on its first sample that
+is Stable at that epoch with every member reconciled (assignment epoch =
+group epoch, every member at it and owning exactly its target assignment:
+:func:`chaos.checkers.coordinator.not_reconciled`) and with every partition
+of the group's topics owned; anything else is the target assignment not
+reached yet, which convergence judges. The documented properties, for members
+with one common subscription (KIP-848 samples carry no subscriptions, so a
+history with a ``change_subscription`` fault is not judged):
+
+- ``uniform`` (``UniformHomogeneousAssignmentBuilder``, "Balance: the
+  difference in assignments sizes between any two members should not exceed
+  one partition"): owned-partition counts differ by at most 1. Its stickiness
+  is ranked below balance and not quantified: not judged.
+- ``range`` (``group-coordinator`` ``RangeAssignor``, rewritten as "assigns
+  contiguous partition ranges" by KAFKA-16944, Kafka 3.9): per topic, each
+  member gets floor(n/m) or ceil(n/m) partitions of it
+  (``TopicMetadata.maybeComputeQuota``) as one contiguous range. Before 3.9
+  the server-side range assignor was sticky, not contiguous: not judged.
+- any other (custom) server-side assignor: not judged.
 """
 
 from __future__ import annotations
 
 from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.coordinator import kafka_version, not_reconciled
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import (
@@ -51,6 +75,7 @@ from chaos.history import (
     Lost,
     SendOk,
 )
+from chaos.history.event import GroupType
 
 NAME = CheckerName.ASSIGNOR
 
@@ -58,6 +83,8 @@ _BALANCED = ("roundrobin", "sticky", "cooperative-sticky")
 _STICKY = ("sticky", "cooperative-sticky")
 #: assignors of the eager protocol: every generation assigns every subscribed partition
 _EAGER = ("range", "roundrobin", "sticky")
+#: the first Kafka release whose server-side range assignor hands out contiguous ranges (KAFKA-16944)
+SERVER_RANGE_CONTIGUOUS_SINCE = (3, 9)
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -84,7 +111,11 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     skipped_gap = 0
     mixed: set[tuple[str, int]] = set()
     subscriptions: dict[str, frozenset[str]] = {}  # group -> topics subscribed at its previous judged generation
+    kip848 = _Kip848(idx, history)
     for s in idx.of(GroupStateSample):
+        if s.group_type is GroupType.CONSUMER:
+            kip848.judge(s, log)
+            continue
         if s.state is not GroupState.STABLE or s.generation is None or not s.members:
             continue
         done = judged_gens.setdefault(s.group, set())
@@ -146,9 +177,67 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             previous[s.group] = (s.seq, owned, s.mono_ns, s.generation)
     metrics = {"generations_judged": judged, "stickiness_skipped_after_lost": skipped_after_loss,
                "skipped_mixed_subscriptions": len(mixed), "stickiness_skipped_unseen_generation": skipped_gap,
-               "incomplete_eager_generations": len(incomplete_eager), "violations": log.violation_count}
-    return log.result(NAME, f"assignments of {judged} stable generation(s) met their assignor's documented properties",
+               "incomplete_eager_generations": len(incomplete_eager), "violations": log.violation_count,
+               "kip848_epochs_judged": kip848.judged, "kip848_epochs_not_judged": len(kip848.not_judged)}
+    what = []
+    if judged or not (kip848.judged or kip848.not_judged):
+        what.append(f"{judged} stable generation(s)")
+    if kip848.judged or kip848.not_judged:
+        what.append(f"{kip848.judged} KIP-848 group epoch(s) at their reconciled target assignment")
+    why = sorted(set(kip848.not_judged.values()))
+    tail = f"; {len(kip848.not_judged)} KIP-848 group epoch(s) not judged ({'; '.join(why[:3])})" if why else ""
+    return log.result(NAME, f"assignments of {' and '.join(what)} met their assignor's documented properties{tail}",
                       f"{log.violation_count} assignor property violation(s)", metrics)
+
+
+class _Kip848:
+    """Judges KIP-848 samples (module docstring): one judgement per (group, group epoch)."""
+
+    def __init__(self, idx: HistoryIndex, history: History) -> None:
+        self.idx = idx
+        self.judged = 0
+        self.done: set[tuple[str, int]] = set()
+        #: (group, group epoch) -> why its reconciled assignment is not judged
+        self.not_judged: dict[tuple[str, int], str] = {}
+        version = kafka_version(history.header)
+        self.contiguous_range = version is None or version >= SERVER_RANGE_CONTIGUOUS_SINCE
+        self.version = "unknown" if version is None else f"{version[0]}.{version[1]}"
+        self.subscriptions_changed = any(f.fault_type == "change_subscription" for f in idx.of(FaultStart))
+
+    def judge(self, s: GroupStateSample, log: FindingLog) -> None:
+        epoch = s.group_epoch if s.group_epoch is not None else s.generation
+        if s.state is not GroupState.STABLE or epoch is None or not s.members:
+            return
+        key = (s.group, epoch)
+        if key in self.done or not_reconciled(s) is not None:
+            return
+        owned = {m.member_id: set(m.assignment) for m in s.members}
+        if set().union(*owned.values()) != self.idx.subscribed(s):
+            return  # not every partition owned: not the whole target assignment (convergence judges)
+        self.done.add(key)
+        self.not_judged.pop(key, None)
+        proto = (s.protocol or "").lower()
+        if len({m.subscription for m in s.members}) > 1 or (self.subscriptions_changed
+                                                            and not any(m.subscription for m in s.members)):
+            self.not_judged[key] = "members may subscribe to different topics"
+            return
+        where = f"group {s.group} group epoch {epoch} (server-side {proto})"
+        if proto == "uniform":
+            counts = {m: len(p) for m, p in owned.items()}
+            hi = max(counts, key=counts.__getitem__)
+            lo = min(counts, key=counts.__getitem__)
+            if counts[hi] - counts[lo] > 1:
+                log.violation(f"{where}: unbalanced, {hi} owns {counts[hi]} partitions and {lo} owns {counts[lo]}",
+                              s.seq)
+        elif proto == "range" and self.contiguous_range:
+            _check_range(s, owned, where, log)
+        elif proto == "range":
+            self.not_judged[key] = f"Kafka {self.version}'s server-side range assignor is sticky, not contiguous"
+            return
+        else:
+            self.not_judged[key] = f"server-side assignor {proto or 'unknown'} has no documented property here"
+            return
+        self.judged += 1
 
 
 def eager_required(s: GroupStateSample, subscribed: frozenset[tuple[str, int]]) -> frozenset[tuple[str, int]]:

@@ -41,6 +41,20 @@ converged sample, a later sample that is not converged is
 ``unknown`` when a fault never ended, when no ``group_state`` sample exists
 after T0, or when the history ends before the bound elapsed without
 convergence.
+
+KIP-848 groups (samples with ``group_type`` consumer, docs/architecture.md,
+"KRaft and KIP-848: epochs vs generations"): the coordinator assigns
+(server-side ``uniform`` or ``range``), so the eager special case above does
+not apply to them even when the server-side assignor is called ``range`` (the
+name is shared with the classic client-side RangeAssignor; ``group_type``
+tells them apart). A KIP-848 sample is converged only when, besides the
+above, the group is Stable *at its current group epoch*: the target
+assignment was computed for it (``assignment_epoch == group_epoch``) and every
+member reached it (its member epoch is the assignment epoch and its
+assignment equals its target assignment). That is the coordinator's own
+definition of Stable (``ConsumerGroup.maybeUpdateGroupState``: Assigning
+while the assignment epoch lags the group epoch, Reconciling while a member
+is not at the target), checked here rather than trusted.
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ from typing import cast
 
 from chaos.checkers.assignor import eager_required
 from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.coordinator import not_reconciled
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
 from chaos.history import (
@@ -71,6 +86,7 @@ from chaos.history import (
     RunPhase,
     SendOk,
 )
+from chaos.history.event import GroupType
 
 NAME = CheckerName.CONVERGENCE
 
@@ -235,7 +251,8 @@ def _held(s: GroupStateSample, subscribed: frozenset[tuple[str, int]], problem: 
     if problem is None:
         episodes.pop(g, None)
         return
-    if s.state is GroupState.STABLE and (s.protocol or "").lower() in EAGER_ASSIGNORS:
+    if (s.state is GroupState.STABLE and s.group_type is not GroupType.CONSUMER
+            and (s.protocol or "").lower() in EAGER_ASSIGNORS):
         owned = {tp for m in s.members for tp in m.assignment}
         unowned = sorted(tp for tp in eager_required(s, subscribed) if tp not in owned)
         if unowned:
@@ -268,6 +285,10 @@ def _problem(s: GroupStateSample, parts: AbstractSet[tuple[str, int]], live: dic
     """Why this sample is not converged, or None."""
     if s.state is not GroupState.STABLE:
         return f"state {s.state}"
+    if s.group_type is GroupType.CONSUMER:
+        lag = not_reconciled(s)
+        if lag is not None:
+            return lag
     count: dict[tuple[str, int], int] = {}
     for m in s.members:
         for tp in m.assignment:

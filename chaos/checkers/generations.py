@@ -23,6 +23,34 @@ join completed but whose coordinator died before the store is a ghost: it may
 vanish in the failover and be handed out again, and is exempt (docs/architecture.md, "Invariants", 6).
 Sample-versus-log comparisons tolerate the clock slack (the observer reads logs
 and samples on different schedules).
+
+KIP-848 groups (samples with ``group_type`` consumer; docs/architecture.md,
+"KRaft and KIP-848: epochs vs generations") have no group generation: a
+member's events carry its own *member epoch* and the samples the *group
+epoch*.
+
+- Per member, epochs never decrease (as above; an epoch of 0, joining, is
+  recorded as null and skipped). The eager same-generation rule does not
+  apply: a member may get partitions at an epoch it already has (it waits at
+  its new epoch for partitions another member has not released yet,
+  ``CurrentAssignmentBuilder``, UNRELEASED_PARTITIONS). A member fenced by the
+  coordinator releases everything (``lost``) and rejoins with epoch 0; its
+  join bumps the group epoch (a new member changes the group's subscriptions,
+  ``GroupMetadataManager.consumerGroupHeartbeat``), so its first assignment
+  after the ``lost`` must carry an epoch above both its epoch before and
+  every group epoch sampled before the ``lost`` (KIP-848, "Member Epoch").
+- Per group, the group epoch never decreases, across coordinator failovers
+  too: the coordinator writes every bump to ``__consumer_offsets``
+  (``ConsumerGroupMetadataValue``) and a new coordinator replays them, and a
+  sample (ConsumerGroupDescribe reads at the last committed offset) or an
+  assignment delivered to a member (heartbeat answers wait for the commit) is
+  durable. Violations: a sample whose group epoch is below an earlier sample's
+  (strictly: the observer's requests are sequential), or below a member epoch
+  already delivered (beyond the clock slack: a member epoch never exceeds
+  the group epoch); a coordinator line bumping the group epoch to a value not
+  above one already durable (beyond the slack and the log stamps'
+  uncertainty). A bump logged but never committed (the coordinator died) may
+  vanish and be logged again: a ghost, as above, and exempt.
 """
 
 from __future__ import annotations
@@ -30,7 +58,8 @@ from __future__ import annotations
 from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
-from chaos.checkers.index import index_of
+from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS, kip848_groups
+from chaos.checkers.index import HistoryIndex, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import (
     Assigned,
@@ -46,6 +75,7 @@ from chaos.history import (
     MemberStop,
     Revoked,
 )
+from chaos.history.event import GroupType
 from chaos.outcome import Outcome
 
 NAME = CheckerName.GENERATIONS
@@ -57,16 +87,45 @@ _MemberEvent = MemberStart | MemberStop | Assigned | Revoked | Lost | Consumed |
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
+    kip848 = kip848_groups(idx)
     high: dict[str, tuple[int, int]] = {}  # source -> (max generation, seq)
+    # KIP-848: source -> (epoch the first assignment after a ``lost`` must exceed, seq of that bound, lost seq)
+    rejoin_bound: dict[str, tuple[int, int, int]] = {}
+    group_epoch_seen: dict[str, tuple[int, int]] = {}  # KIP-848 group -> (max sampled group epoch, seq)
+    rejoins = 0
     eager_gens: dict[str, dict[int, tuple[int, frozenset[tuple[str, int]]]]] = {}
     member_events = 0
     flagged_members: set[str] = set()
-    for e in cast("list[_MemberEvent]", idx.stream(_MEMBER_TYPES)):
+    streamed = idx.stream(_MEMBER_TYPES + (GroupStateSample,)) if kip848 else idx.stream(_MEMBER_TYPES)
+    for e in cast("list[_MemberEvent | GroupStateSample]", streamed):
         src = e.source
+        if type(e) is GroupStateSample:
+            ge = e.group_epoch if e.group_epoch is not None else e.generation
+            if e.group_type is GroupType.CONSUMER and ge is not None and ge > group_epoch_seen.get(e.group, (-1,))[0]:
+                group_epoch_seen[e.group] = (ge, e.seq)
+            continue
         if type(e) is MemberStart or type(e) is MemberStop:
             high.pop(src, None)
             eager_gens.pop(src, None)
+            rejoin_bound.pop(src, None)
             continue
+        if type(e) is Lost and e.group in kip848:
+            # fenced: the member rejoins with epoch 0 and its join bumps the group epoch (module docstring)
+            h = high.get(src)
+            sampled_max = group_epoch_seen.get(e.group)
+            cands = [b for b in (h, sampled_max) if b is not None]
+            if cands:
+                bound = max(cands)
+                rejoin_bound[src] = (bound[0], bound[1], e.seq)
+        if type(e) is Assigned and e.generation is not None and src in rejoin_bound:
+            bound_epoch, bound_seq, lost_seq = rejoin_bound.pop(src)
+            rejoins += 1
+            if e.generation <= bound_epoch:
+                # worded as a group finding: the bound is the group's epoch (the report's re-check of the
+                # per-member rule, chaos.report.recheck, leaves "group ..." findings out)
+                log.violation(f"group {e.group}: {src} rejoined after being fenced (lost) at member epoch "
+                              f"{e.generation}, not above epoch {bound_epoch} that the group or the member had before",
+                              bound_seq, lost_seq, e.seq)
         if type(e) is Commit and e.outcome is not Outcome.OK:
             continue
         g = e.generation
@@ -79,7 +138,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         elif g < h[0] and src not in flagged_members:
             flagged_members.add(src)  # one finding per member: the rest follow from it
             log.violation(f"{src}: generation went back from {h[0]} to {g} ({e.kind})", h[1], e.seq)
-        if type(e) is Assigned and not e.incremental:
+        if type(e) is Assigned and not e.incremental and e.group not in kip848:
             seen = eager_gens.setdefault(src, {})
             prev = seen.get(g)
             # The same generation handed out again is legal when it carries the same partitions:
@@ -115,6 +174,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         g = ev.generation
         if g is None or g < 0:
             continue
+        if ev.group in kip848:
+            continue  # judged by group epochs below
         if type(ev) is Assigned:
             make_durable(ev.group, g, ev.seq, ev.mono_ns)
             continue
@@ -144,7 +205,57 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 log.violation(f"group {ev.group}: Stable sample at generation {g} after generation {last[0]} "
                               "was durable", last[1], ev.seq)
             make_durable(ev.group, g, ev.seq, ev.mono_ns)
+    epoch_obs = _kip848_group_epochs(idx, kip848, bounds, log) if kip848 else 0
     metrics = {"member_generation_observations": member_events, "group_generation_observations": group_obs,
+               "kip848_group_epoch_observations": epoch_obs, "kip848_fenced_rejoins": rejoins,
                "violations": log.violation_count}
-    return log.result(NAME, "generations only moved forward, per member and per group",
-                      f"{log.violation_count} generation(s) moved backwards or were reused", metrics)
+    ok = "generations only moved forward, per member and per group"
+    if kip848:
+        ok = (f"member epochs only moved forward ({rejoins} fenced rejoin(s) above the epochs before), and group "
+              f"epochs never went back ({epoch_obs} group epoch observation(s))"
+              + (f"; {ok}" if group_obs else ""))
+    return log.result(NAME, ok, f"{log.violation_count} generation(s) or epoch(s) moved backwards or were reused",
+                      metrics)
+
+
+def _kip848_group_epochs(idx: HistoryIndex, groups: frozenset[str], bounds: ResolvedBounds, log: FindingLog) -> int:
+    """The per-group rule for KIP-848 groups (module docstring); returns the number of observations judged."""
+    slack = bounds.slack_ns
+    sampled: dict[str, tuple[int, int, int]] = {}  # group -> (max sampled group epoch, seq, ns)
+    delivered: dict[str, tuple[int, int, int]] = {}  # group -> (max member epoch delivered, seq, ns)
+    obs = 0
+    events = cast("list[BrokerLog | GroupStateSample | Assigned]", idx.stream((BrokerLog, GroupStateSample, Assigned)))
+    for ev in events:
+        if ev.group not in groups:
+            continue
+        if type(ev) is Assigned:
+            if ev.generation is not None and ev.generation > delivered.get(ev.group, (-1,))[0]:
+                delivered[ev.group] = (ev.generation, ev.seq, ev.mono_ns)
+            continue
+        if type(ev) is GroupStateSample:
+            ge = ev.group_epoch if ev.group_epoch is not None else ev.generation
+            if ev.group_type is not GroupType.CONSUMER or ge is None or ev.state in (GroupState.DEAD,
+                                                                                     GroupState.UNKNOWN):
+                continue
+            obs += 1
+            prev = sampled.get(ev.group)
+            if prev is not None and ge < prev[0]:
+                log.violation(f"group {ev.group}: group epoch went back from {prev[0]} to {ge} between two samples",
+                              prev[1], ev.seq)
+            d = delivered.get(ev.group)
+            if d is not None and ge < d[0] and ev.mono_ns - d[2] > slack:
+                log.violation(f"group {ev.group}: sampled at group epoch {ge} after a member was assigned at member "
+                              f"epoch {d[0]} (a member epoch never exceeds the group epoch)", d[1], ev.seq)
+            if prev is None or ge > prev[0]:
+                sampled[ev.group] = (ge, ev.seq, ev.mono_ns)
+        elif ev.event is BrokerLogEvent.EPOCH_BUMPED and ev.generation is not None:
+            obs += 1
+            durable = [x for x in (sampled.get(ev.group), delivered.get(ev.group)) if x is not None]
+            if not durable:
+                continue
+            top, top_seq, top_ns = max(durable)
+            if ev.generation <= top and ev.mono_ns - top_ns > slack + LOG_STAMP_UNCERTAINTY_NS:
+                log.violation(f"group {ev.group}: broker {ev.broker} bumped the group epoch to {ev.generation} although "
+                              f"group epoch {top} was already durable (group epoch reused or moved backwards)",
+                              top_seq, ev.seq)
+    return obs

@@ -24,14 +24,54 @@ fenced, which invariants 2 and 8 judge).
 
 Additionally, every ``group_state`` sample (DescribeGroups) must list each
 partition in at most one member's assignment.
+
+KIP-848 groups (samples with ``group_type`` consumer; docs/architecture.md,
+"KRaft and KIP-848: epochs vs generations") have no group generation: the
+``generation`` on a member's events is its own member epoch. The rule above
+still holds there (one target assignment per epoch number gives a partition
+to one member, and a member holds only partitions of the target of its epoch)
+but says little, because two members are rarely at the same epoch. What
+KIP-848 promises is that no partition is owned by two members *whose epochs
+are current*: the coordinator revokes a partition from its owner and gives it
+to another member only once the owner has acknowledged the revocation in a
+heartbeat (KIP-848, "Member Epoch - Reconciliation of the group";
+``CurrentAssignmentBuilder``: a partition stays *unreleased* while another
+member still owns it), or once it removed the owner (fenced, session expired,
+left). So when member B is ``assigned`` p while member A still holds p (no
+``revoked`` / ``lost`` / ``member_stop`` since A's ``assigned``), A must no
+longer be a current member:
+
+- a violation when the coordinator's samples list A (its member id) as a
+  member throughout the moment of B's assignment — the samples on both sides
+  list it, at most 3 s apart, with an epoch that did not go back and no
+  coordinator line of A joining, leaving or being fenced in between
+  (:class:`chaos.checkers.coordinator.MemberEpochTimeline`, the timeline the
+  fencing checker uses);
+- fine when the samples show A removed by then (a sample without A on either
+  side): A is a zombie, whose window invariant 2 judges;
+- undecided when the samples cannot tell (a gap, an Unknown sample, A
+  rejoining in between, no sample on one side): the answer is ``unknown``
+  unless something else is a violation.
+
+The summary says how many KIP-848 assignments were judged this way.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from chaos.checkers.bounds import ResolvedBounds
-from chaos.checkers.index import fmt_tp, index_of
+from chaos.checkers.coordinator import (
+    LOG_STAMP_UNCERTAINTY_NS,
+    MemberEpochTimeline,
+    MemberSegment,
+    SegmentKind,
+    kip848_groups,
+    member_timelines,
+)
+from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupStateSample, History, MemberStart, MemberStop, Revoked
+from chaos.history import Assigned, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
 
 NAME = CheckerName.OWNERSHIP_GENERATION
 
@@ -137,6 +177,104 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                                   f"{fmt_tp(tp)} in the assignments of {listed_by} and {m.member_id}", s.seq)
                 seen[tp] = m.member_id
 
-    metrics = {"ownership_claims": claims, "group_state_samples": samples, "violations": log.violation_count}
-    return log.result(NAME, f"no partition owned by two members in one generation ({claims} claims checked)",
-                      f"{log.violation_count} partition(s) owned by two members in the same generation", metrics)
+    k = _kip848_current_owners(idx, log)
+    metrics = {"ownership_claims": claims, "group_state_samples": samples, "violations": log.violation_count,
+               "kip848_assignments": k.assignments, "kip848_overlaps_current": k.current,
+               "kip848_overlaps_zombie": k.zombie, "kip848_overlaps_undecided": len(k.undecided)}
+    ok = f"no partition owned by two members in one generation ({claims} claims checked)"
+    unknown = None
+    if k.groups:
+        ok += (f"; KIP-848: no partition assigned while another member whose epoch was current held it "
+               f"({k.assignments} assignment(s) judged against the coordinator's samples, {k.zombie} overlap(s) "
+               "with a member the coordinator had removed, left to ownership-time)")
+        if k.undecided:
+            unknown = (f"KIP-848: {len(k.undecided)} partition(s) assigned while another member still held them and "
+                       f"the samples cannot tell whether that member was still current: {k.undecided[0]}")
+    return log.result(NAME, ok, f"{log.violation_count} partition(s) owned by two members in the same generation "
+                      "or by two current members", metrics, unknown=unknown)
+
+
+@dataclass(slots=True)
+class _Kip848Owners:
+    """What the KIP-848 rule judged (module docstring)."""
+
+    groups: frozenset[str]
+    assignments: int = 0
+    current: int = 0
+    zombie: int = 0
+    undecided: list[str] = field(default_factory=list)
+
+
+def _kip848_current_owners(idx: HistoryIndex, log: FindingLog) -> _Kip848Owners:
+    """Judge every partition a KIP-848 member is assigned while another member holds it (module docstring)."""
+    out = _Kip848Owners(kip848_groups(idx))
+    if not out.groups:
+        return out
+    timelines = member_timelines(idx)
+    held: dict[str, dict[_TP, int]] = {}  # source -> partition -> seq of the assigned event that gave it
+    member_of: dict[str, str] = {}  # source -> member id its events last carried
+    group_of: dict[str, str] = {}
+    for e in idx.membership():
+        if e.group not in out.groups:
+            continue
+        src = e.source
+        if type(e) is MemberStart or type(e) is MemberStop:
+            held.pop(src, None)
+            member_of.pop(src, None)
+            continue
+        group_of[src] = e.group
+        if e.member_id:
+            member_of[src] = e.member_id
+        mine = held.setdefault(src, {})
+        if type(e) is Revoked or type(e) is Lost:
+            for tp in e.partitions:
+                mine.pop(tp, None)
+            continue
+        assert type(e) is Assigned
+        if not e.incremental:
+            for tp in [tp for tp in mine if tp not in e.partitions]:
+                del mine[tp]
+        new = [tp for tp in e.partitions if tp not in mine]
+        out.assignments += 1
+        for tp in new:
+            for other, theirs in held.items():
+                if other == src or group_of.get(other) != e.group or tp not in theirs:
+                    continue
+                _judge_overlap(out, log, timelines, e, tp, other, member_of.get(other), theirs[tp])
+            mine[tp] = e.seq
+    return out
+
+
+def _removed_before(tl: MemberEpochTimeline, segs: list[MemberSegment], e: Assigned) -> bool:
+    """Whether the member of ``tl``, listed before ``e`` and not after (a LEAVING segment), was removed before
+    ``e``: a coordinator line of it leaving or being fenced is stamped no later than ``e`` (within the stamps'
+    uncertainty). Without that line the order of its removal and ``e`` inside the segment is not known."""
+    leaving = [sg for sg in segs if sg.kind is SegmentKind.LEAVING]
+    if not leaving:
+        return False
+    start = leaving[0].ends[0].mono_ns - LOG_STAMP_UNCERTAINTY_NS
+    return any(start <= t <= e.mono_ns + LOG_STAMP_UNCERTAINTY_NS for t in tl.membership_log)
+
+
+def _judge_overlap(out: _Kip848Owners, log: FindingLog, timelines: dict[tuple[str, str], MemberEpochTimeline],
+                   e: Assigned, tp: _TP, other: str,
+                   other_id: str | None, claim_seq: int) -> None:
+    """B (``e.source``) is assigned ``tp`` while ``other`` holds it since ``claim_seq``: was ``other`` current?"""
+    where = f"group {e.group}: {fmt_tp(tp)} assigned to {e.source} (epoch {e.generation})"
+    tl = timelines.get((e.group, other_id)) if other_id else None
+    if tl is None:
+        out.undecided.append(f"{where} while {other} held it; no sample lists {other}'s member id")
+        return
+    segs = tl.segments(e.mono_ns, e.mono_ns)
+    if any(sg.kind in (SegmentKind.ABSENT, SegmentKind.JOINING) for sg in segs) or _removed_before(tl, segs, e):
+        out.zombie += 1  # the coordinator had removed it (or it had rejoined afresh): a zombie's claim
+        return
+    if not segs or any(sg.kind is not SegmentKind.PRESENT for sg in segs):
+        reason = next((sg.reason for sg in segs if sg.reason), "no sample around it")
+        out.undecided.append(f"{where} while {other} held it; {reason}")
+        return
+    out.current += 1
+    seqs = [q for sg in segs for q in sg.seqs]
+    log.violation(f"{where} while {other} (member {other_id}) still held it and the coordinator listed {other} as a "
+                  f"member throughout (at epoch {segs[0].epoch_lo}..{segs[-1].epoch_hi}): two current owners",
+                  claim_seq, e.seq, *seqs)

@@ -137,6 +137,9 @@ def controller_properties(topo: Topology, controller: ControllerPorts, data_dir:
         "num.io.threads": "2",
         "num.network.threads": "1",
         "background.threads": "2",
+        # group configs (IncrementalAlterConfigs on GROUP) are validated by the controller against its own
+        # group.consumer.min/max.* settings, so it must know the lowered bounds too
+        **(KIP848_GROUP_SETTINGS if topo.spec.kip848 else {}),
     }
     props.update(topo.spec.broker_overrides)
     return props

@@ -72,9 +72,11 @@ class ClusterSpec(BaseModel):
     kafka_version: str = DEFAULT_KAFKA_VERSION
     #: ZooKeeper or KRaft; None = the version's default (:func:`modes_of`)
     mode: ClusterMode | None = None
-    #: KRaft voters (1 or 3); ``combined`` puts them in broker-1..N, ``isolated`` runs controller-1..N
+    #: KRaft voters (1 or 3); ``isolated`` (default) runs controller-1..N, ``combined`` puts them in broker-1..N.
+    #: Isolated is the default because it is ZooKeeper's shape: a broker fault (the coordinator killed) never
+    #: takes the quorum with it unless the experiment says so
     controllers: Annotated[int, Field(ge=1, le=5)] = 1
-    controller_placement: ControllerPlacement = ControllerPlacement.COMBINED
+    controller_placement: ControllerPlacement = ControllerPlacement.ISOLATED
     lanes: Annotated[int, Field(ge=1, le=16)] = 2
     #: replication factor of internal topics (__consumer_offsets); default min(3, brokers)
     replication_factor: int | None = None

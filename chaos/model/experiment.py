@@ -73,13 +73,21 @@ class RandomTrigger(_Strict):
     min_gap_s: Annotated[float, Field(ge=0)] = 0.0
 
 
-class Trigger(_Strict):
-    """When a fault fires. Exactly one of ``at_s``, ``random``, ``state``, ``on_revoked``, ``after_generation``.
+#: the trigger fields of which exactly one is given
+_TRIGGER_KINDS = ("at_s", "random", "state", "on_revoked", "after_generation", "after_epoch")
 
-    State triggers follow the live stream (the coordinator's own log lines and
-    the members' events), because the classic GroupCoordinator
-    (``kafka.coordinator.group.GroupCoordinator``, 2.8–3.9) logs its
-    transitions:
+
+class Trigger(_Strict):
+    """When a fault fires. Exactly one of ``at_s``, ``random``, ``state``, ``on_revoked``,
+    ``after_generation``, ``after_epoch``.
+
+    State triggers follow the live stream (:mod:`chaos.nemesis.watch`: the coordinator's own log
+    lines, the members' events and, for KIP-848 groups, the observer's ConsumerGroupDescribe
+    samples). A state means the same thing under both group protocols where the protocol has one.
+
+    Classic groups (JoinGroup/SyncGroup): the GroupCoordinator
+    (``kafka.coordinator.group.GroupCoordinator``, 2.8–3.9; the same words from 4.x's
+    ``GroupMetadataManager``) logs its transitions:
 
     * ``PreparingRebalance`` — "Preparing to rebalance group G … with old generation N";
     * ``CompletingRebalance`` — "Stabilized group G generation N+1": despite its
@@ -89,6 +97,31 @@ class Trigger(_Strict):
       assignment is durably stored in ``__consumer_offsets``;
     * ``Stable`` — the first member's ``assigned`` event of the new
       generation: SyncGroup responses are sent only after that store.
+
+    KIP-848 groups (any member with ``group_protocol: consumer``; Kafka 4.x's
+    ``org.apache.kafka.coordinator.group.GroupMetadataManager``, whose INFO lines carry no
+    PreparingRebalance/Stabilized words; KIP-848, "Group Epoch - Trigger a rebalance", "Member Epoch
+    - Reconciliation of the group"):
+
+    * ``PreparingRebalance`` — a rebalance (reconciliation) started: "[GroupId G] Bumped group
+      epoch to N" (the membership or the subscriptions changed; the coordinator computes the target
+      assignment of epoch N on a later heartbeat, "Computed a new target assignment for epoch N",
+      and the members then reconcile to it). ``N`` is the *new* epoch (a classic line names the old
+      generation);
+    * ``Stable`` — the group reconciled at its epoch: the first ConsumerGroupDescribe sample of the
+      observer (``group_state``, every 100 ms) in state Stable at group epoch N. That state is the
+      coordinator's own (``ConsumerGroup.maybeUpdateGroupState``: the assignment epoch equals the
+      group epoch and every member has reached it). There is no INFO line for it (the per-member
+      "new assignment state" line is DEBUG: none in 4.4.0's logs), and members' events cannot show
+      it: a member that only loses partitions reaches the new epoch without a callback, and
+      librdkafka's callbacks carry the epoch the member had before. The signal lags the transition
+      by at most the observer's interval and one describe;
+    * ``CompletingRebalance`` has no counterpart (no SyncGroup phase: the coordinator assigns) and
+      is refused at load time.
+
+    ``after_generation: N`` (classic) fires at the first ``assigned`` event of generation >= N;
+    ``after_epoch: N`` (KIP-848) fires when the group epoch reaches N ("Bumped group epoch to M",
+    M >= N). Each is refused for the other protocol's groups.
     """
 
     at_s: Annotated[float, Field(ge=0)] | None = None
@@ -96,6 +129,8 @@ class Trigger(_Strict):
     state: Literal["PreparingRebalance", "CompletingRebalance", "Stable"] | None = None
     on_revoked: str | None = None
     after_generation: Annotated[int, Field(ge=1)] | None = None
+    #: KIP-848 groups: fire when the group epoch reaches this value
+    after_epoch: Annotated[int, Field(ge=1)] | None = None
     #: state triggers: do not fire before this many seconds into the chaos phase
     not_before_s: Annotated[float, Field(ge=0)] = 0.0
     #: state triggers: give up (fault not injected, recorded) after this many seconds
@@ -103,15 +138,14 @@ class Trigger(_Strict):
 
     @model_validator(mode="after")
     def _one(self) -> Trigger:
-        chosen = [k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None]
+        chosen = [k for k in _TRIGGER_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError("give exactly one of at_s, random, state, on_revoked, after_generation "
-                             f"(got {chosen or 'none'})")
+            raise ValueError(f"give exactly one of {', '.join(_TRIGGER_KINDS)} (got {chosen or 'none'})")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("at_s", "random", "state", "on_revoked", "after_generation") if getattr(self, k) is not None)
+        return next(k for k in _TRIGGER_KINDS if getattr(self, k) is not None)
 
     def describe(self) -> str:
         k = self.kind
@@ -220,6 +254,9 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _check(self) -> Experiment:
         members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
+        # one consumer-protocol member makes the group a KIP-848 group on Kafka 4.x (the new coordinator
+        # converts a classic group when such a member joins, group.consumer.migration.policy)
+        kip848 = any(c.group_protocol is GroupProtocol.CONSUMER for c in self.workload.consumers)
         nodes = set(self.cluster.node_names)
         lanes = {f"lane{i}" for i in range(self.cluster.lanes)}
         for i, f in enumerate(self.faults):
@@ -239,11 +276,16 @@ class Experiment(_Strict):
                                  f"lower it or lengthen phases.chaos_s")
             if f.kind.check_in is not None:
                 f.kind.check_in(f, self, i)
+            if not kip848 or self.cluster.kip848:  # else the members' own error below says what to change
+                _check_trigger_protocol(f.trigger, kip848, i)
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.kraft:
                 raise ValueError(f"faults.{i}: a KRaft cluster has no ZooKeeper: use target controller_quorum")
             if f.links is LinkScope.ZOOKEEPER and self.cluster.kraft:  # else a link fault that cuts nothing
                 raise ValueError(f"faults.{i}.links: a KRaft cluster has no ZooKeeper sessions to cut: "
-                                 "use links clients or all")
+                                 "use links quorum, clients or all")
+            if f.links is LinkScope.QUORUM and not self.cluster.kraft:
+                raise ValueError(f"faults.{i}.links: quorum means a broker's links to the KRaft controllers; "
+                                 "under ZooKeeper use links zookeeper")
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.zookeepers < 3:
                 raise ValueError(f"faults.{i}: zookeeper_quorum needs cluster.zookeepers: 3")
             if f.target in (Role.ACTIVE_CONTROLLER, Role.CONTROLLER_QUORUM) and not self.cluster.kraft:
@@ -283,6 +325,20 @@ class Experiment(_Strict):
                 node = node[p]
             node[leaf] = value
         return Experiment.model_validate(data)
+
+
+def _check_trigger_protocol(trigger: Trigger, kip848: bool, i: int) -> None:
+    """Refuse a trigger that has no meaning under the group's protocol (see :class:`Trigger`)."""
+    if kip848 and trigger.state == "CompletingRebalance":
+        raise ValueError(f"faults.{i}.trigger.state: CompletingRebalance has no KIP-848 counterpart (no SyncGroup "
+                         "phase: the coordinator assigns): use state PreparingRebalance (the group epoch was "
+                         "bumped) or Stable, or group_protocol: classic")
+    if kip848 and trigger.after_generation is not None:
+        raise ValueError(f"faults.{i}.trigger.after_generation: a KIP-848 group counts group epochs, not "
+                         "generations: use after_epoch")
+    if not kip848 and trigger.after_epoch is not None:
+        raise ValueError(f"faults.{i}.trigger.after_epoch: group epochs exist for KIP-848 groups only (some member "
+                         "with group_protocol: consumer): use after_generation")
 
 
 def _earliest_fire_s(trigger: Trigger) -> tuple[float, str]:

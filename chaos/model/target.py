@@ -38,4 +38,5 @@ class LinkScope(StrEnum):
 
     CLIENTS = "clients"        # every worker lane of the broker
     ZOOKEEPER = "zookeeper"    # the broker's ZooKeeper session
-    ALL = "all"                # worker lanes, the control lane and ZooKeeper
+    QUORUM = "quorum"          # KRaft: the broker's links to every controller voter (registration, metadata)
+    ALL = "all"                # worker lanes, the control lane and ZooKeeper / the quorum

@@ -7,7 +7,7 @@ stage=effect), waits ``duration_s`` — cut short when the chaos phase ends —
 and heals it in ``finally`` (``fault_end``, then ``fault_verified``
 stage=healed). ``faults.json`` in the run directory summarises each fault:
 trigger signal, latencies, whether a phase-targeted fault landed in the
-intended group state.
+intended group state (:func:`landing`).
 """
 
 from __future__ import annotations
@@ -15,22 +15,135 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.experiment import Experiment, FaultSpec
+from chaos.errors import UsageError
+from chaos.experiment import Experiment, FaultSpec, Trigger
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.workload import GroupProtocol
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import Injection
 from chaos.nemesis.schedule import PlannedFault
 from chaos.nemesis.target import Role, resolve
 from chaos.nemesis.watch import LiveWatch, Signal
 
-#: for a state trigger, the signal that means the group *left* that state
+#: for a state trigger, the signal that means the group *left* that state (classic groups)
 _EXIT = {"PreparingRebalance": "CompletingRebalance", "CompletingRebalance": "Stable", "Stable": "PreparingRebalance"}
+
+
+def landing(intended_state: str, trigger: Signal, signals: Sequence[Signal],
+            effect_ns: int) -> tuple[bool | None, str]:
+    """Did a fault triggered by ``trigger`` take effect (at ``effect_ns``) while the group was still in
+    ``intended_state``? ``(landed, evidence)``, judged from the watch's ``signals``; None: the
+    signals cannot tell.
+
+    Classic groups: the group left the state when the next state's line/event came between the
+    trigger and the effect (``_EXIT``). KIP-848 groups (a ``trigger`` whose ``protocol`` is
+    "consumer"): :func:`kip848_landing`.
+    """
+    if trigger.protocol == "consumer":
+        return kip848_landing(intended_state, trigger, signals, effect_ns)
+    exit_kind = _EXIT[intended_state]
+    left = [s for s in signals if s.kind == exit_kind and trigger.happened_ns <= s.happened_ns <= effect_ns
+            and s is not trigger]
+    if not left:
+        return True, f"no {exit_kind} signal between the trigger and the effect"
+    return False, f"{exit_kind} seen {_ms(effect_ns - left[0].happened_ns)} ms before the effect"
+
+
+def _ms(ns: int) -> float:
+    return round(ns / 1e6, 1)
+
+
+def kip848_landing(intended_state: str, trigger: Signal, signals: Sequence[Signal],
+                   effect_ns: int) -> tuple[bool | None, str]:
+    """Landing against the KIP-848 meaning of the state (:class:`chaos.experiment.Trigger`).
+
+    ``Stable`` (the coordinator answered Stable at group epoch N): landed unless the group epoch was
+    bumped past N before the effect — the next rebalance had started. Epochs, not timestamps, order
+    the two: a log line's stamp is truncated to the millisecond.
+
+    ``PreparingRebalance`` (the group epoch was bumped to N): landed when, at the effect, the group
+    had not reconciled since. Not landed: a Stable sample at an epoch >= N before the effect. Landed,
+    with M the newest epoch bumped by then: the target assignment of epoch M was not yet computed
+    (the group was Assigning: "Computed a new target assignment for epoch M" comes later or never), or
+    a sample asked after the effect is still not Stable at epoch M. Within one group epoch the
+    coordinator's state only moves forward — Assigning, Reconciling, Stable — as member epochs only
+    rise to the assignment epoch (``ConsumerGroup.maybeUpdateGroupState``); the one exception, a
+    static member's replacement (member epoch 0 at the same group epoch,
+    ``GroupMetadataManager``'s "Static member ... re-joins"), leaves the verdict undecided, as does a
+    group that reconciled between two samples around the effect (None).
+    """
+    mine = sorted((s for s in signals if s.protocol == "consumer"), key=lambda s: s.happened_ns)
+    n = trigger.generation if trigger.generation is not None else 0
+    if intended_state == "Stable":
+        bumped = [s for s in mine if s.kind == "PreparingRebalance" and (s.generation or 0) > n
+                  and s.happened_ns <= effect_ns]
+        if bumped:
+            return False, (f"group epoch bumped to {bumped[0].generation} {_ms(effect_ns - bumped[0].happened_ns)} ms "
+                           f"before the effect: the group had left Stable at epoch {n}")
+        return True, f"Stable at group epoch {n}; no epoch bump past it before the effect"
+    stable = [s for s in mine if s.kind == "Stable" and (s.generation or 0) >= n and s.happened_ns <= effect_ns]
+    if stable:
+        return False, (f"the group was reconciled (Stable at epoch {stable[0].generation}) "
+                       f"{_ms(effect_ns - stable[0].happened_ns)} ms before the effect")
+    bumps = [s for s in mine if s.kind == "PreparingRebalance" and (s.generation or 0) >= n and s.happened_ns <= effect_ns]
+    m = max([n, *(s.generation or 0 for s in bumps)])
+    bump = next((s for s in reversed(bumps) if s.generation == m), trigger)
+    computed = [s for s in mine if s.kind == "assignment" and (s.generation or 0) >= m and s.happened_ns <= effect_ns]
+    if not computed:
+        return True, (f"group epoch {m} bumped {_ms(effect_ns - bump.happened_ns)} ms before the effect, its target "
+                      "assignment not yet computed: the group was Assigning")
+    at = f"target assignment of epoch {m} computed {_ms(effect_ns - computed[0].happened_ns)} ms before the effect"
+    samples = [s for s in mine if s.kind == "sample"]
+    # a sample is stamped when written: the first one written after the effect may have been answered
+    # before it; the observer asks one question at a time, so every later one was asked after it
+    later = [s for s in samples if s.happened_ns >= effect_ns][1:]
+    after = next((s for s in later if s.state != "Unknown"), None)
+    # at the same epoch a join is a static member's replacement (a new member's join bumps the epoch)
+    replaced = after is not None and after.generation == m and any(
+        s.kind == "joined" and effect_ns <= s.happened_ns <= after.happened_ns for s in mine)
+    if after is not None and after.generation == m and after.state != "Stable" and not replaced:
+        return True, (f"{at}; a sample asked after it ({_ms(after.happened_ns - effect_ns)} ms later) is "
+                      f"{after.state} at epoch {m}: not reconciled at the effect")
+    before = next((s for s in reversed(samples) if s.happened_ns <= effect_ns and s.state != "Unknown"), None)
+    return None, (f"{at}; the samples do not tell whether the group reconciled before it (last before: "
+                  f"{_sample(before, effect_ns)}; first asked after: {_sample(after, effect_ns)}"
+                  f"{'; a static member was replaced' if replaced else ''})")
+
+
+def _sample(s: Signal | None, effect_ns: int) -> str:
+    if s is None:
+        return "none"
+    return f"{s.state} at epoch {s.generation}, {_ms(abs(effect_ns - s.happened_ns))} ms away"
+
+
+def trigger_match(trig: Trigger) -> Callable[[Signal], bool]:
+    """Which live signals fire a non-time ``trig`` (:class:`chaos.experiment.Trigger` says what each means).
+
+    A state matches the signal of that name, whichever protocol made it (a KIP-848 group's epoch
+    bump is its PreparingRebalance); ``after_generation`` counts classic generations (the first
+    ``assigned`` event of generation >= N), ``after_epoch`` KIP-848 group epochs (an epoch bump to
+    >= N).
+    """
+    if trig.state is not None:
+        state = trig.state
+        return lambda s: s.kind == state
+    if trig.on_revoked is not None:
+        member = trig.on_revoked
+        return lambda s: s.kind == "revoked" and s.member == member
+    if trig.after_epoch is not None:
+        epoch = trig.after_epoch
+        return lambda s: (s.kind == "PreparingRebalance" and s.protocol == "consumer" and s.generation is not None
+                          and s.generation >= epoch)
+    n = trig.after_generation
+    if n is None:
+        raise ValueError(f"{trig.describe()} is not a live trigger")
+    return lambda s: s.kind == "Stable" and s.protocol == "classic" and s.generation is not None and s.generation >= n
 
 
 @dataclass
@@ -118,13 +231,18 @@ class Nemesis:
         self.planned = planned
         self.events = EventWriter.for_run(run.run_dir, "nemesis")
         broker_logs = {b.broker_id: cluster.log_path(b.node) for b in cluster.topology.brokers}
-        self.watch = LiveWatch(run.group, broker_logs, run.run_dir / "events")
+        #: a consumer-protocol member makes the group a KIP-848 group: its states come from epochs and samples
+        self.kip848 = any(c.group_protocol is GroupProtocol.CONSUMER for c in experiment.workload.consumers)
+        self.watch = LiveWatch(run.group, broker_logs, run.run_dir / "events", kip848=self.kip848)
         self.cancel = threading.Event()
         self.records: dict[str, FaultRecord] = {}
         self._threads: list[threading.Thread] = []
         self._t0_ns = 0
         self._woke: dict[str, int] = {}  # fault id -> when its thread resumed after the trigger
         self._adhoc = 0  # faults fired by code (fire), numbered t1, t2 …
+        #: KIP-848 state faults: (intended state, trigger, effect) — judged again once the chaos phase ends,
+        #: when the samples after the effect (a failed-over coordinator's first answer) have come in
+        self._landings: dict[str, tuple[str, Signal, int]] = {}
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> Nemesis:
@@ -146,6 +264,10 @@ class Nemesis:
         for t in self._threads:
             t.join(180)
         self.watch.stop()
+        self.watch.poll_once()  # what was written since the watch's last pass
+        for fault_id, (intended, sig, effect_ns) in self._landings.items():
+            rec = self.records[fault_id]
+            rec.landed, rec.landing_evidence = landing(intended, sig, self.watch.since(0), effect_ns)
         # a planned fault that never fired is recorded in the history: the run did not test what it
         # set out to, and the judge must say so (the faults checker answers unknown)
         for rec in self.records.values():
@@ -176,13 +298,7 @@ class Nemesis:
         deadline = time.monotonic() + trig.timeout_s
         if trig.state is not None:
             rec.intended_state = trig.state
-            match = lambda s: s.kind == trig.state  # noqa: E731
-        elif trig.on_revoked is not None:
-            match = lambda s: s.kind == "revoked" and s.member == trig.on_revoked  # noqa: E731
-        else:
-            n = trig.after_generation
-            match = lambda s: s.kind == "Stable" and s.generation is not None and s.generation >= n  # noqa: E731
-        sig = self.watch.wait_for(match, since, deadline, self.cancel)
+        sig = self.watch.wait_for(trigger_match(trig), since, deadline, self.cancel)
         if sig is not None:
             self._woke[pf.fault_id] = time.monotonic_ns()
         if sig is None:
@@ -214,14 +330,12 @@ class Nemesis:
         return ok
 
     def _landing(self, rec: FaultRecord, intended_state: str, trigger: Signal, effect_ns: int) -> None:
-        """Did the fault take effect before the group left the intended state? Judged from later signals."""
+        """Did the fault take effect before the group left the intended state? Judged from later signals
+        (:func:`landing`); a KIP-848 one is judged again when the chaos phase ends (:meth:`stop`)."""
         time.sleep(0.3)  # let the watch read lines logged around the effect
-        exit_kind = _EXIT[intended_state]
-        left = [s for s in self.watch.since(trigger.happened_ns)
-                if s.kind == exit_kind and s.happened_ns <= effect_ns and s is not trigger]
-        rec.landed = not left
-        rec.landing_evidence = (f"no {exit_kind} signal between the trigger and the effect" if not left else
-                                f"{exit_kind} seen {round((effect_ns - left[0].happened_ns) / 1e6, 1)} ms before the effect")
+        rec.landed, rec.landing_evidence = landing(intended_state, trigger, self.watch.since(0), effect_ns)
+        if trigger.protocol == "consumer":
+            self._landings[rec.fault_id] = (intended_state, trigger, effect_ns)
 
     def inject(self, pf: PlannedFault, trigger_ns: int, sig: Signal | None) -> list[Active]:
         """Resolve the target now, inject, record ``fault_start`` and the effect evidence.
@@ -282,6 +396,9 @@ class Nemesis:
         ``TimeoutError`` when the state does not come within ``timeout_s`` (recorded as not fired).
         The fault goes through the same resolution, injection, evidence and records as planned ones.
         """
+        if when == "CompletingRebalance" and self.kip848:
+            raise UsageError("when=CompletingRebalance has no KIP-848 counterpart (no SyncGroup phase): use "
+                             "PreparingRebalance (the group epoch was bumped) or Stable")
         self._adhoc += 1
         trigger = f"state={when}" if when else "at_s=0"
         pf = PlannedFault(f"t{self._adhoc}", self._adhoc, 0, spec, None if when else 0.0)

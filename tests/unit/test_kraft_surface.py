@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cli import apply_overrides
 from chaos.errors import UsageError
-from chaos.experiment import catalogue, load_experiment, parse_experiment
+from chaos.experiment import apply_overrides, catalogue, load_experiment, parse_experiment
 from chaos.model.cluster import ClusterMode, ClusterSpec
 from chaos.model.workload import Assignor, GroupProtocol, RebalanceProtocol, RemoteAssignor
 
@@ -101,7 +100,8 @@ RUNS = [
     ("zookeeper-quorum-named-on-kraft", None, ["run", "zookeeper-quorum-lost", "--kafka-version", "4.4.0"],
      ["zookeeper-quorum-lost with --kafka-version 4.4.0: faults.0: a KRaft cluster has no ZooKeeper"]),
     ("unknown-protocol", None, ["run", "baseline", "--group-protocol", "eager"], ["--group-protocol", "'eager'"]),
-    ("whole-catalogue-on-zookeeper-kip848", None, ["run", "--nightly", "--group-protocol", "consumer"],
+    ("whole-catalogue-on-zookeeper-kip848", None, ["run", "--nightly", "--kafka-version", "3.9.1",
+                                                   "--group-protocol", "consumer"],
      ["no catalogue experiment can run so:", "needs a KRaft cluster"]),
 ]
 
@@ -151,7 +151,8 @@ def test_the_mode_follows_the_version():
 def test_controller_nodes_and_node_names_per_placement():
     zk = ClusterSpec.build(brokers=3, zookeepers=3)
     assert zk.controller_nodes == () and zk.node_names == ("zk-1", "zk-2", "zk-3", "broker-1", "broker-2", "broker-3")
-    combined = ClusterSpec.build(kafka_version="4.4.0", brokers=3, controllers=3, zookeepers=3)
+    combined = ClusterSpec.build(kafka_version="4.4.0", brokers=3, controllers=3, zookeepers=3,
+                                 controller_placement="combined")
     assert combined.controller_nodes == ("broker-1", "broker-2", "broker-3")
     assert combined.node_names == ("broker-1", "broker-2", "broker-3")  # no zk-*: zookeepers means nothing on KRaft
     isolated = ClusterSpec.build(kafka_version="4.4.0", brokers=2, controllers=3, controller_placement="isolated")
@@ -192,7 +193,7 @@ def test_a_4x_version_moves_an_experiment_to_kraft():
 
 
 def test_group_protocol_override_sets_every_member_and_sets_client_assignors_aside():
-    exp = load_experiment("coordinator-kill-completing-cooperative")
+    exp = load_experiment("coordinator-kill-stable-cooperative")
     assert {c.assignor for c in exp.workload.consumers} == {Assignor.COOPERATIVE_STICKY}
     moved = apply_overrides(exp, kafka_version="4.4.0", group_protocol="consumer")
     assert all(c.group_protocol is GroupProtocol.CONSUMER for c in moved.workload.consumers)
@@ -210,12 +211,16 @@ def test_group_protocol_override_sets_every_member_and_sets_client_assignors_asi
 
 def test_the_catalogue_runs_on_kraft_except_what_cannot():
     """Every catalogue experiment moves to 4.4.0 (classic) and to KIP-848, but for its ZooKeeper faults and, under
-    KIP-848, an experiment whose members have their own session timeouts (a group setting there)."""
+    KIP-848, an experiment whose members have their own session timeouts (a group setting there) or whose fault
+    targets CompletingRebalance."""
     zookeeper_only = {"zookeeper-node-killed", "zookeeper-quorum-lost", "broker-isolated-from-zookeeper"}
     per_member_session = {"slow-consumer-max-poll-interval"}
+    # CompletingRebalance (the SyncGroup phase) has no KIP-848 counterpart
+    completing = {"coordinator-kill-completing-eager", "coordinator-kill-completing-cooperative", "nightly-mixed"}
     entries = catalogue()
     assert len(entries) >= 10
-    for protocol, expected in (("classic", zookeeper_only), ("consumer", zookeeper_only | per_member_session)):
+    for protocol, expected in (("classic", zookeeper_only),
+                               ("consumer", zookeeper_only | per_member_session | completing)):
         refused_names = set()
         for _, exp in entries:
             assert not isinstance(exp, UsageError), exp
@@ -223,7 +228,8 @@ def test_the_catalogue_runs_on_kraft_except_what_cannot():
                 moved = apply_overrides(exp, kafka_version="4.4.0", group_protocol=protocol)
             except UsageError as exc:
                 why = "session_timeout_ms" if exp.name in per_member_session else "ZooKeeper" if exp.name in \
-                    zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node"
+                    zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node" if exp.name in \
+                    zookeeper_only else "CompletingRebalance has no KIP-848 counterpart"
                 assert why in str(exc), exc
                 refused_names.add(exp.name)
                 continue

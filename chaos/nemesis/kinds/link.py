@@ -2,7 +2,8 @@
 
 A member's links are its lane's proxies (every broker, through that lane); a
 broker's links are chosen by ``links`` (its client lanes, its ZooKeeper
-session, or all); a ZooKeeper node's are every broker's session to it. A
+session, its links to the KRaft voters, or all); a ZooKeeper node's are every
+broker's session to it; an isolated controller's are every link to and from it. A
 toxic applies to open connections too; ``link_down`` closes them and refuses
 new ones.
 """
@@ -24,6 +25,9 @@ def links_of(inj: Injection, node: str) -> list[str]:
     own = c.links_of(node)
     if inj.spec.links is LinkScope.ZOOKEEPER:
         return [l for l in own if l.startswith(f"{node}.zk-")]
+    if inj.spec.links is LinkScope.QUORUM:  # KRaft: every link from the broker to a voter (docs/architecture.md)
+        voters = {c.node for c in c.topology.controllers}
+        return [l for l in own if l.split(".", 1)[0] == node and l.split(".", 1)[1] in voters]
     if inj.spec.links is LinkScope.CLIENTS:
         return [l for l in own if l.startswith("lane")]
     return own

@@ -113,12 +113,14 @@ def test_spark_recheck_agrees_with_the_checkers_on_every_fixture(report):
     assert len(rc) == 3 * len(runs)
     compared = rc[rc["compared"]]
     # every (run, invariant) is compared, except where the checker answered unknown (nothing to agree
-    # with) and ownership in cooperative runs (the eager rule does not apply)
+    # with) and ownership in cooperative and KIP-848 runs (both incremental: the eager rule does not apply)
     unknown = {(r, c) for r, cs in zip(runs["run"], runs["unknown_checkers"], strict=False) for c in cs}
     for r in rc[~rc["compared"]].itertuples():
         assert (r.run, r.invariant) in unknown or (
-            r.invariant == "ownership-generation" and "cooperative" in r.run), (r.run, r.invariant, r.note)
-    assert len(compared) >= 0.9 * len(rc)
+            r.invariant == "ownership-generation" and ("cooperative" in r.run or "kip848" in r.run)), \
+            (r.run, r.invariant, r.note)
+    classic = ~rc["run"].str.contains("kip848")  # KIP-848 fixtures: incremental, and many unknown by design
+    assert len(compared[classic[rc["compared"]]]) >= 0.9 * classic.sum()
     assert compared["agree"].all()
     # the re-check is not vacuous: it finds the known-bad fixtures' violations itself
     found = compared[compared["spark_violations"] > 0]

@@ -1,0 +1,41 @@
+"""The docker backend runs a KRaft cluster (Kafka 4.4.0): three brokers that are also the three voters."""
+
+import time
+import uuid
+
+import pytest
+
+from chaos.cluster.admin import retry
+from chaos.cluster.container_cluster import DockerCluster
+from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import KRAFT_KAFKA_VERSION
+
+
+@pytest.fixture(scope="module")
+def kraft(docker_host):
+    spec = ClusterSpec.build(brokers=3, lanes=1, kafka_version=KRAFT_KAFKA_VERSION, controllers=3,
+                             controller_placement="combined")
+    with DockerCluster(spec, docker_host=docker_host) as c:
+        yield c
+
+
+def test_a_kraft_cluster_runs_in_containers_and_survives_its_active_controller(kraft):
+    status = kraft.status()
+    assert status["mode"] == "kraft" and status["backend"] == "docker"
+    assert set(status["nodes"]) == {"broker-1", "broker-2", "broker-3"}
+    assert status["nodes"]["broker-1"]["effective_config"]["process.roles"] == "broker,controller"
+    assert all(n.get("container") for n in status["nodes"].values())  # each node is a container of ours
+    old = kraft.active_controller()
+    assert old in {"broker-1", "broker-2", "broker-3"}
+    kraft.kill(old)  # docker kill
+    assert not kraft.is_running(old)
+    new = retry(lambda: (c if (c := kraft.active_controller()) != old else None), time.monotonic() + 60,
+                "a new active controller among the two surviving voters")
+    assert new != old and kraft.is_running(new)
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    kraft.admin.create_topic(topic, 1, 2)
+    assert kraft.produce_probe(topic, lane="lane0", timeout=20) is not None
+    kraft.heal()
+    assert kraft.is_running(old)
+    retry(lambda: True if kraft.admin.broker_ids() == [1, 2, 3] else None, time.monotonic() + 60,
+          f"{old} to register again after the heal")
