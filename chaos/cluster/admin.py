@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 from kafka.errors import (
+    Cancelled,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -92,7 +93,8 @@ class ClusterAdmin:
         for attempt in range(attempts):
             try:
                 return self._call_once(fn)
-            except (KafkaConnectionError, NodeNotReadyError, NoBrokersAvailable, KafkaTimeoutError):
+            # Cancelled: the connection a request was in flight on closed (its broker was just killed)
+            except (KafkaConnectionError, NodeNotReadyError, NoBrokersAvailable, KafkaTimeoutError, Cancelled):
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.3 * (attempt + 1))

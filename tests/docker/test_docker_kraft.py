@@ -25,6 +25,8 @@ def test_a_kraft_cluster_runs_in_containers_and_survives_its_active_controller(k
     assert set(status["nodes"]) == {"broker-1", "broker-2", "broker-3"}
     assert status["nodes"]["broker-1"]["effective_config"]["process.roles"] == "broker,controller"
     assert all(n.get("container") for n in status["nodes"].values())  # each node is a container of ours
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    kraft.admin.create_topic(topic, 3, 3)
     old = kraft.active_controller()
     assert old in {"broker-1", "broker-2", "broker-3"}
     kraft.kill(old)  # docker kill
@@ -32,9 +34,13 @@ def test_a_kraft_cluster_runs_in_containers_and_survives_its_active_controller(k
     new = retry(lambda: (c if (c := kraft.active_controller()) != old else None), time.monotonic() + 60,
                 "a new active controller among the two surviving voters")
     assert new != old and kraft.is_running(new)
-    topic = f"t-{uuid.uuid4().hex[:6]}"
-    kraft.admin.create_topic(topic, 1, 2)
-    assert kraft.produce_probe(topic, lane="lane0", timeout=20) is not None
+    # the new leader fences the dead broker once its heartbeats stop (broker.session.timeout.ms); until then
+    # the metadata still lists it and a client may pick it
+    gone = int(old.split("-")[1])
+    retry(lambda: True if gone not in kraft.admin.broker_ids() else None, time.monotonic() + 30, f"{old} fenced")
+    # the new controller moved the dead broker's leaderships: every partition takes acks=all writes again
+    for p in range(3):
+        assert kraft.produce_probe(topic, lane="lane0", timeout=20, partition=p) is not None, p
     kraft.heal()
     assert kraft.is_running(old)
     retry(lambda: True if kraft.admin.broker_ids() == [1, 2, 3] else None, time.monotonic() + 60,

@@ -46,3 +46,20 @@ def test_wrong_consumer_is_caught_under_kip848(_chaos_pool, tmp_path, name):
     exp, _, got = _run(_chaos_pool, name, "consumer", 33, tmp_path)
     for checker in exp.expect_violation:
         assert got[checker.value].valid is Validity.FALSE, {k: (r.valid, r.summary) for k, r in got.items()}
+
+
+@pytest.mark.slow
+def test_kip848_group_survives_its_coordinator_killed_while_members_reconcile(_chaos_pool, tmp_path):
+    """The kill fires on the new coordinator's "Bumped group epoch" line (a reconciliation starts) and the run
+    is judged valid; faults.json says where it landed.
+
+    Opt-in (``--run-slow``) until a finding is explained: in 1 of 3 runs (seed 34) committed-offsets failed — a
+    commit of a leaving member answered OK 5 ms before the coordinator's SIGKILL was missing from the next
+    coordinator's offsets (README, "Known gaps"). The other checkers agreed in every run.
+    """
+    import json
+
+    _, run_dir, got = _run(_chaos_pool, "coordinator-kill-preparing-eager", "consumer", 34, tmp_path)
+    kill = next(f for f in json.loads((run_dir / "faults.json").read_text()) if f["type"] == "kill")
+    assert kill["fired"] and kill["effect_ok"], kill
+    assert all(r.valid is Validity.TRUE for r in got.values()), {k: (r.valid, r.summary) for k, r in got.items()}
