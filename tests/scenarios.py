@@ -58,9 +58,15 @@ def isr_shrinks_under_a_pairwise_partition(cluster) -> None:
 
 
 def _counters(cluster, node: str) -> str:
-    """Packet counters of the DROP rules inside a docker broker's container (diagnostics)."""
+    """Packet counters of the DROP rules (diagnostics): inside a docker broker's container, or the host's
+    chains of this cluster on the local backend (did the cut match any packet at all?)."""
     if not hasattr(cluster, "_container"):
-        return ""
+        import subprocess
+
+        chains = {r.split()[1] for r in cluster.partition_rules() if r.startswith("-A ")}
+        out = [subprocess.run(["iptables", "-w", "-L", c, "-v", "-n", "-x"], capture_output=True, text=True).stdout
+               for c in sorted(chains)]
+        return " | ".join(" ".join(o.split()) for o in out)[:1500]
     try:
         return cluster._container(node).exec_run(["iptables", "-L", "-v", "-n"]).output.decode()[:1500]
     except Exception as exc:  # noqa: BLE001 - diagnostics only

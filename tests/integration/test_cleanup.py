@@ -68,8 +68,11 @@ DRIVER = textwrap.dedent("""
 
 def _driver(state, mode):
     env = dict(os.environ, KAFKA_CHAOS_STATE=str(state))
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    # stderr to a file, not an unread pipe: a driver that logs more than the pipe holds (64 KiB of client
+    # connection errors while the cluster stops under load) would block on write and never exit
+    with (state.parent / f"driver-{mode}.stderr").open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=env)
     info = json.loads(proc.stdout.readline())
     return proc, info["pids"], info["workdir"]
 
