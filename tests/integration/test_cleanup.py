@@ -45,7 +45,10 @@ def test_exception_inside_the_context_stops_everything(state):
 
 
 DRIVER = textwrap.dedent("""
-    import json, os, sys, threading, time
+    import json, os, signal, sys, threading, time
+    # Ctrl-C as a terminal delivers it: a job started in the background by a non-interactive shell (nohup,
+    # `cmd &`) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from chaos.cluster.local import LocalCluster
     from chaos.cluster.topology import ClusterSpec
     c = LocalCluster(ClusterSpec.build(brokers=1))
@@ -68,8 +71,8 @@ DRIVER = textwrap.dedent("""
 
 def _driver(state, mode):
     env = dict(os.environ, KAFKA_CHAOS_STATE=str(state))
-    # stderr to a file, not an unread pipe: a driver that logs more than the pipe holds (64 KiB of client
-    # connection errors while the cluster stops under load) would block on write and never exit
+    # stderr to a file, not an unread pipe (a driver that wrote more than a pipe holds would block on it),
+    # kept next to the test's state for the failure message
     with (state.parent / f"driver-{mode}.stderr").open("w") as err:
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, mode], stdout=subprocess.PIPE, stderr=err,
                                 text=True, env=env)
