@@ -42,7 +42,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, Callable, ClassVar, Protocol, Self
 
 from confluent_kafka import Producer
 
@@ -138,6 +138,19 @@ class NodeNetwork(Protocol):
     def reconnect(self, cluster: KafkaCluster, node: str) -> None: ...
     def is_connected(self, cluster: KafkaCluster, node: str) -> bool: ...
     def reconnect_all(self, cluster: KafkaCluster) -> None: ...
+
+
+def new_cluster_id(draw: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A random KRaft cluster id: a UUID in URL-safe base64 without padding, never starting with ``-``.
+
+    ``kafka-storage format -t <id>`` parses arguments with argparse4j, which takes an id such as ``-Xb2…`` for an
+    option and fails ("argument --cluster-id/-t: expected one argument") — one start in 64 (seen in CI). Kafka's own
+    ``org.apache.kafka.common.Uuid.randomUuid()`` draws again in that case for the same reason.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaCluster:
@@ -311,7 +324,7 @@ class KafkaCluster:
         Static voters (``controller.quorum.voters``, KIP-595) need no ``--standalone`` / ``--initial-controllers``
         (KIP-853). The JVMs run side by side: each takes a second or two to start.
         """
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         fmt = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
                "-cp", self.kafka.classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c"]
         procs = {name: subprocess.Popen([*fmt, str(launch.config_path)], stdout=subprocess.PIPE,

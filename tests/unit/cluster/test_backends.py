@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from chaos.cluster import Capability, Cluster, NetworkDisconnectable, PairPartitionable, Pausable, firewall, new_cluster
 from chaos.cluster.container_cluster import DockerCluster
-from chaos.cluster.kafka_cluster import KafkaCluster
+from chaos.cluster.kafka_cluster import KafkaCluster, new_cluster_id
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.cluster.topology import ClusterSpec
@@ -104,3 +105,13 @@ def test_the_cluster_package_loads_no_client_and_no_engine_sdk():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_kraft_cluster_id_never_starts_with_a_dash():
+    """``kafka-storage format -t -Xb…`` reads the id as an option: CI failed on one start in 64 before this."""
+    dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # urlsafe base64 of 0xfb… begins with "-"
+    plain = uuid.UUID(bytes=b"\x00" + bytes(15))
+    draws = iter([dash_first, dash_first, plain])
+    got = new_cluster_id(lambda: next(draws))
+    assert got == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert all(not new_cluster_id().startswith("-") for _ in range(2000))
