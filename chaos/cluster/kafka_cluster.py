@@ -40,9 +40,10 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from confluent_kafka import Producer
 
