@@ -82,8 +82,9 @@ class _Group(click.Group):
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.6)
-            hint = f"did you mean {' or '.join(close)}?" if close else f"see `{ctx.command_path} -h`"
-            raise click.UsageError(f"no such command {name!r}; {hint}", ctx)
+            # the list of commands is added by main() as "(see `chaos -h`)"
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise click.UsageError(f"no such command {name!r}{hint}", ctx)
         return super().resolve_command(ctx, args)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001

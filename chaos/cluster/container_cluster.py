@@ -192,6 +192,9 @@ class BridgeNetwork:
         base = f"{SUBNET_PREFIX}.{third}"
         addresses = {"toxiproxy": f"{base}.2"}
         addresses.update({f"zk-{i}": f"{base}.{10 + i}" for i in range(1, cluster.spec.zookeepers + 1)})
+        # isolated KRaft voters (controller-N) are containers of their own; combined voters are brokers
+        addresses.update({node: f"{base}.{50 + i}" for i, node in enumerate(cluster.spec.controller_nodes, 1)
+                          if not node.startswith("broker-")})
         addresses.update({f"broker-{i}": f"{base}.{100 + i}" for i in range(1, cluster.spec.brokers + 1)})
         return addresses
 

@@ -29,6 +29,9 @@ KIP848_GROUP_SETTINGS = {
     "group.consumer.min.session.timeout.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "100",
+    # KIP-848 online migration both ways (switch_protocol faults). Bidirectional is 4.x's default, but KAFKA-16294
+    # plans to narrow it to upgrade-only once the consumer protocol is the default: stated, not inherited
+    "group.consumer.migration.policy": "bidirectional",
 }
 CONTROLLER_LISTENER = "CONTROLLER"
 

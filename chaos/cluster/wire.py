@@ -155,6 +155,9 @@ class MemberView:
     client_id: str
     assignment: tuple[tuple[str, int], ...]
     target_assignment: tuple[tuple[str, int], ...]
+    #: ConsumerGroupDescribe v1 (KIP-1099, KAFKA-17750): 0 a classic member of a consumer group (it joined with JoinGroup and
+    #: the coordinator translates), 1 a consumer-protocol member, -1 not said (v0)
+    member_type: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,7 +487,8 @@ def group_view(address: str, group: str, response: ConsumerGroupDescribeResponse
                                      members=(), error_code=int(g.error_code))
         members = tuple(sorted((MemberView(
             member_id=m.member_id, instance_id=m.instance_id, member_epoch=int(m.member_epoch), client_id=m.client_id,
-            assignment=_partitions(m.assignment), target_assignment=_partitions(m.target_assignment))
+            assignment=_partitions(m.assignment), target_assignment=_partitions(m.target_assignment),
+            member_type=int(getattr(m, "member_type", -1)))
             for m in g.members), key=lambda m: m.member_id))
         return ConsumerGroupView(group_id=g.group_id, state=g.group_state, group_epoch=int(g.group_epoch),
                                  assignment_epoch=int(g.assignment_epoch), assignor=g.assignor_name, members=members)

@@ -40,11 +40,16 @@ def _kinds() -> Mapping[str, FaultKind]:
 
 
 def _fault_types() -> type[StrEnum]:
-    """The fault types, one per registered fault kind (:mod:`chaos.nemesis.kinds`), families in a fixed order."""
+    """The fault types, one per registered fault kind (:mod:`chaos.nemesis.kinds`), families in a fixed order.
+
+    Within a family, kinds follow their module's name and then their order in it — not the order modules happened
+    to be imported in, which a program importing one kind module first would change (and with it the schema).
+    """
     from chaos.nemesis.kinds import kinds
 
     order = ("process", "link", "network", "topology", "membership", "container")
-    registered = sorted(kinds().values(), key=lambda k: (order.index(k.family) if k.family in order else len(order)))
+    registered = sorted(kinds().values(), key=lambda k: (order.index(k.family) if k.family in order else len(order),
+                                                         k.inject.__module__))
     enum = StrEnum("FaultType", {k.name.upper(): k.name for k in registered})  # type: ignore[misc]
     enum.__doc__ = "What a fault does; each heals itself (the heal in brackets): " + "; ".join(
         f"{k.name}: {k.summary}" for k in registered)

@@ -45,3 +45,28 @@ def test_a_kraft_cluster_runs_in_containers_and_survives_its_active_controller(k
     assert kraft.is_running(old)
     retry(lambda: True if kraft.admin.broker_ids() == [1, 2, 3] else None, time.monotonic() + 60,
           f"{old} to register again after the heal")
+
+
+def test_isolated_controller_runs_in_its_own_container_and_comes_back(docker_host):
+    """``controller_placement: isolated`` on docker: the voter is a container of its own (``process.roles=
+    controller``, node id 101), the brokers reach it through their own proxies, and a killed controller restarted
+    by the heal leads the quorum again while the brokers take writes."""
+    spec = ClusterSpec.build(brokers=3, lanes=1, kafka_version=KRAFT_KAFKA_VERSION, controllers=1,
+                             controller_placement="isolated")
+    with DockerCluster(spec, docker_host=docker_host) as c:
+        status = c.status()
+        assert set(status["nodes"]) == {"broker-1", "broker-2", "broker-3", "controller-1"}
+        assert status["nodes"]["controller-1"]["effective_config"]["process.roles"] == "controller"
+        assert status["nodes"]["broker-1"]["effective_config"]["process.roles"] == "broker"
+        assert all(n.get("container") for n in status["nodes"].values())
+        assert c.active_controller() == "controller-1"
+        topic = f"t-{uuid.uuid4().hex[:6]}"
+        c.admin.create_topic(topic, 3, 3)
+        c.kill("controller-1")
+        assert not c.is_running("controller-1")
+        c.heal()
+        assert c.is_running("controller-1")
+        retry(lambda: True if c.active_controller() == "controller-1" else None, time.monotonic() + 60,
+              "controller-1 to lead the quorum again")
+        for p in range(3):
+            assert c.produce_probe(topic, lane="lane0", timeout=20, partition=p) is not None, p

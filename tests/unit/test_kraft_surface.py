@@ -211,10 +211,10 @@ def test_group_protocol_override_sets_every_member_and_sets_client_assignors_asi
 
 def test_the_catalogue_runs_on_kraft_except_what_cannot():
     """Every catalogue experiment moves to 4.4.0 (classic) and to KIP-848, but for its ZooKeeper faults and, under
-    KIP-848, an experiment whose members have their own session timeouts (a group setting there) or whose fault
-    targets CompletingRebalance."""
+    KIP-848, an experiment whose fault targets CompletingRebalance. (No catalogue member has a session timeout of
+    its own any more; :func:`test_kip848_members_share_one_session_timeout` covers the refusal.)"""
     zookeeper_only = {"zookeeper-node-killed", "zookeeper-quorum-lost", "broker-isolated-from-zookeeper"}
-    per_member_session = {"slow-consumer-max-poll-interval"}
+    per_member_session: set[str] = set()
     # CompletingRebalance (the SyncGroup phase) has no KIP-848 counterpart
     completing = {"coordinator-kill-completing-eager", "coordinator-kill-completing-cooperative", "nightly-mixed"}
     entries = catalogue()
@@ -298,3 +298,12 @@ def test_plugin_run_experiment_moves_or_skips(pytester: pytest.Pytester, tmp_pat
     res.stdout.fnmatch_lines(["*SKIPPED*cannot run here: zookeeper-quorum-lost with --chaos-kafka-version 4.4.0 "
                               "--chaos-group-protocol consumer: faults.0: a KRaft cluster has no ZooKeeper*"])
     assert not Path(tmp_path / "runs" / "zookeeper-quorum-lost").exists()
+
+
+def test_kip848_members_share_one_session_timeout():
+    """Under KIP-848 the session timeout is the group's (``consumer.session.timeout.ms``, a group config): members
+    asking for different ones are refused at load time with what to change."""
+    with pytest.raises(UsageError, match="use different session_timeout_ms .*give them one value"):
+        _exp({"cluster": {"kafka_version": "4.4.0"},
+              "workload": {"consumers": [{"group_protocol": "consumer", "session_timeout_ms": 3000},
+                                         {"group_protocol": "consumer", "session_timeout_ms": 6000}]}})

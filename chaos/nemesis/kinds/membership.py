@@ -1,12 +1,16 @@
-"""Membership faults: a member changes its subscription (``change_subscription``) and back.
+"""Membership faults: a member changes its subscription (``change_subscription``) or its group protocol
+(``switch_protocol``), and back.
 
 The subscription travels in the member's JoinGroup metadata, so the
 coordinator holds the new one only after the member rejoined; the evidence is
-the coordinator's own DescribeGroups answer.
+the coordinator's own DescribeGroups answer. A protocol switch is KIP-848's
+online migration path, one member at a time: the evidence is the coordinator's
+ConsumerGroupDescribe listing the member with the new member type.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 
 from chaos.errors import InfrastructureError
@@ -79,3 +83,124 @@ register(FaultKind(
     change_subscription, targets=frozenset({Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER}),
     fields=frozenset({"subscription"}), check=_check, check_in=_check_in,
     target_error="change_subscription applies to one member: target member, group_leader, random_member"))
+
+
+# --------------------------------------------------------------------------- switch_protocol (KIP-848 migration)
+
+#: ConsumerGroupDescribe v1 member types (KIP-1099, KAFKA-17750)
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1
+#: ConsumerGroupDescribe's answer for a group that is not a consumer group (a classic group, or none)
+_GROUP_ID_NOT_FOUND = 69
+
+
+def member_protocol_at_coordinator(run, member: str, protocol, timeout: float) -> Evidence:
+    """Wait (bounded) until the coordinator holds ``member`` (by client id) under ``protocol``.
+
+    A consumer group (KIP-848) lists each member with its type: 1 joined with ConsumerGroupHeartbeat, 0 a classic
+    member whose JoinGroup/SyncGroup the coordinator translates (KIP-848 "Online Migration"). A group converted
+    back to classic answers ConsumerGroupDescribe with GROUP_ID_NOT_FOUND; then DescribeGroups must list the
+    member.
+    """
+    from chaos.cluster.wire import describe_consumer_group
+    from chaos.model.workload import GroupProtocol
+
+    want = _CONSUMER_MEMBER if protocol is GroupProtocol.CONSUMER else _CLASSIC_MEMBER
+    topo = run.cluster.topology
+    deadline = time.monotonic() + timeout
+    seen = "nothing"
+    while True:
+        try:
+            bid = run.admin.coordinator_id(run.group, wait=False)
+            view = describe_consumer_group(topo.listen(topo.link(f"ctl.broker-{bid}")), run.group)
+            if view.error_code == _GROUP_ID_NOT_FOUND:
+                info = run.admin.describe_group(run.group, bid, wait=False)
+                listed = any(m.client_id == member for m in info.members)
+                seen = f"a classic group ({info.state}) {'listing' if listed else 'without'} {member}"
+                if listed and want == _CLASSIC_MEMBER:
+                    return True, f"coordinator broker {bid}: {seen}"
+            elif view.error_code:
+                seen = f"ConsumerGroupDescribe error {view.error_code}"
+            else:
+                types = [m.member_type for m in view.members if m.client_id == member]
+                seen = (f"a consumer group at epoch {view.group_epoch} listing {member} as member type "
+                        f"{types or 'absent'} (0 classic, 1 consumer)")
+                if want in types:
+                    return True, f"coordinator broker {bid}: {seen}"
+        except Exception as e:  # noqa: BLE001 - coordinator moving or loading: ask again
+            seen = f"no answer ({type(e).__name__})"
+        if time.monotonic() >= deadline:
+            return False, f"{member} not held under {protocol.value} after {timeout:g} s: last seen {seen}"
+        time.sleep(0.2)
+
+
+def switched(spec, protocol):
+    """``spec`` (a ConsumerSpec) under the other group protocol, validated like a spec loaded from a file.
+
+    Consumer-protocol members take no client-side assignor (the coordinator assigns, KIP-848): the switched spec
+    keeps the default ``range`` there, and gets its original assignor back when it switches back.
+    """
+    from chaos.model.workload import Assignor, ConsumerSpec, GroupProtocol
+
+    data = spec.model_dump()
+    data["group_protocol"] = protocol
+    if protocol is GroupProtocol.CONSUMER:
+        data["assignor"] = Assignor.RANGE
+    else:
+        data["remote_assignor"] = None
+    return ConsumerSpec.model_validate(data)
+
+
+def switch_protocol(inj: Injection) -> list[Active]:
+    """The member leaves cleanly (SIGTERM: LeaveGroup / a heartbeat with epoch -1), starts again under the other
+    group protocol and rejoins the same group; the heal switches it back the same way.
+
+    This is KIP-848's online upgrade path, taken one member at a time: the first consumer-protocol member converts
+    a classic group into a consumer group, the last one leaving converts it back
+    (``group.consumer.migration.policy=bidirectional``, set by the framework on Kafka 4.x).
+    """
+    from chaos.model.workload import GroupProtocol
+
+    run, member = inj.run, inj.nodes[0]
+    n = Nodes(inj.cluster, run)
+    if not n.alive(member):
+        raise InfrastructureError(f"{member} is not running: its group protocol cannot be switched")
+    original = run.member_specs[member]
+    other = (GroupProtocol.CLASSIC if original.group_protocol is GroupProtocol.CONSUMER
+             else GroupProtocol.CONSUMER)
+    bound = original.session_timeout_ms / 1000 + 15  # one rejoin: a session plus a margin
+
+    def restart_as(spec) -> None:
+        if n.alive(member):
+            run.kill_member(member, signal.SIGTERM)  # waits for the clean close (bounded)
+        run.member_specs[member] = spec
+        run.start_member(member)
+
+    restart_as(switched(original, other))
+    inj.effect_ns = time.monotonic_ns()
+
+    def heal() -> None:
+        restart_as(original)
+
+    return [Active([member], heal, lambda: member_protocol_at_coordinator(run, member, other, bound),
+                   lambda: member_protocol_at_coordinator(run, member, original.group_protocol, bound))]
+
+
+def _check_switch_in(spec, experiment, i: int) -> None:
+    if not experiment.cluster.kip848:
+        raise ValueError(f"faults.{i}: switch_protocol moves a member between the classic and the KIP-848 consumer "
+                         "protocol, which needs a KRaft cluster of Kafka 4.x: set cluster.kafka_version (e.g. 4.4.0)")
+    if spec.target is Role.MEMBER:
+        member = experiment.workload.consumers[int(spec.node.split("-")[1])]
+        if member.client.value == "kafka-python":
+            raise ValueError(f"faults.{i}: {spec.node} uses kafka-python, which has no KIP-848 consumer protocol: "
+                             "use client confluent-kafka or java")
+    elif any(c.client.value == "kafka-python" for c in experiment.workload.consumers):
+        raise ValueError(f"faults.{i}: switch_protocol on {spec.target.value} may pick a kafka-python member, which "
+                         "has no KIP-848 consumer protocol: target a member by name, or use confluent-kafka / java")
+
+
+register(FaultKind(
+    "switch_protocol", "membership",
+    "a member leaves and rejoins under the other group protocol, classic <-> consumer (back at the heal; KIP-848)",
+    switch_protocol, targets=frozenset({Role.RANDOM_MEMBER, Role.MEMBER}), check_in=_check_switch_in,
+    target_error="switch_protocol applies to one member: target member or random_member"))
