@@ -23,6 +23,7 @@ from chaos.checkers import (
     generations,
     ownership_generation,
     ownership_time,
+    rebalance_liveness,
     static_membership,
 )
 from chaos.checkers.bounds import CheckerBounds, ResolvedBounds, resolve
@@ -47,6 +48,7 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.STATIC_MEMBERSHIP: static_membership.check,
     CheckerName.ASSIGNOR: assignor.check,
     CheckerName.FAULTS: faults.check,
+    CheckerName.REBALANCE_LIVENESS: rebalance_liveness.check,
 }
 
 

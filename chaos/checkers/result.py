@@ -31,7 +31,8 @@ def merge_validity(values: Iterable[Validity]) -> Validity:
 
 
 class CheckerName(StrEnum):
-    """The nine invariants, in order, then the fault-execution precondition (every planned fault fired)."""
+    """The nine invariants, in order, the fault-execution precondition (every planned fault fired), then rebalance
+    liveness during chaos (issue 17)."""
 
     OWNERSHIP_GENERATION = "ownership-generation"
     OWNERSHIP_TIME = "ownership-time"
@@ -44,6 +45,8 @@ class CheckerName(StrEnum):
     ASSIGNOR = "assignor"
     #: not an invariant: every planned fault fired, took effect and healed (else the run is unknown)
     FAULTS = "faults"
+    #: liveness during chaos: every rebalance phase ends within its protocol bound (issue 17)
+    REBALANCE_LIVENESS = "rebalance-liveness"
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,7 +232,7 @@ class Phases(_Strict):
 
 
 class CheckerConfig(_Strict):
-    #: checkers to run (default all nine)
+    #: checkers to run (default: every one)
     only: tuple[CheckerName, ...] | None = None
     skip: tuple[CheckerName, ...] = ()
     convergence_s: Annotated[float, Field(ge=0)] | None = None

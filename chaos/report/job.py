@@ -5,7 +5,8 @@
 
 - ``tables/<name>/date=.../experiment=.../`` Parquet (see :mod:`chaos.report.tables`);
 - ``report.html`` (self-contained), ``summary.json`` (everything below, machine-readable);
-- ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``trend.csv``, ``recheck.csv``,
+- ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``liveness.csv`` (per experiment and Kafka
+  version: longest rebalance and unavailability distributions), ``trend.csv``, ``recheck.csv``,
   ``violations.csv``, ``runs.csv``.
 """
 
@@ -132,7 +133,7 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
     progress("writing CSV, JSON and HTML")
     nightly, trend = agg["nightly"], agg["trend"]
     csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
-            "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
+            "liveness.csv": agg["liveness"], "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
             "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
                 failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else ""))}
     for name, df in csvs.items():
@@ -148,7 +149,7 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
         "inconclusive": int((runs_pd["valid"] == "unknown").sum()),
         "violations": int(len(violations)),
         "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
-        "ttr_by_fault": _records(agg["ttr_by_fault"]),
+        "ttr_by_fault": _records(agg["ttr_by_fault"]), "liveness": _records(agg["liveness"]),
         "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
                     "agree": bool(len(disagreements) == 0),
                     "spark_findings": {r["invariant"]: r["count"] for r in spark_found},
@@ -193,6 +194,7 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
            f'{html.escape("; ".join(sorted(set(not_compared["note"].dropna()))))}</p>' if len(not_compared) else ""),
         by_invariant=render.table(agg["by_invariant"], left=["date", "experiment", "invariant"]),
         ttr_table=render.table(agg["ttr_by_fault"], left=["date", "experiment", "fault_type"]),
+        liveness_table=render.table(agg["liveness"], left=["experiment", "kafka_version"]),
         plots=render.distribution_plots(faults, rebalances, zombies, unavail, nightly),
         trend_table=render.table(trend, left=["date", "experiment", "previous_date"],
                                  row_class=lambda r: "fail" if (r.get("pass_rate_change") or 0) < 0 else ""),

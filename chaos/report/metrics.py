@@ -94,6 +94,24 @@ SELECT date, experiment, coalesce(fault_type, 'unknown') AS fault_type, count(*)
 FROM faults GROUP BY date, experiment, coalesce(fault_type, 'unknown') ORDER BY date, experiment, fault_type
 """
 
+#: Rebalance liveness (issue 17) per experiment and Kafka version: the distribution over runs of the longest
+#: rebalance and of the longest time a partition had no consuming owner (``rebalance-liveness`` figures in
+#: each run's checks.json), and how many rebalance phases went over their protocol bound.
+_LIVENESS = """
+SELECT experiment, coalesce(kafka_version, 'unknown') AS kafka_version, count(*) AS runs,
+       count(longest_rebalance_s) AS judged_runs,
+       sum(CASE WHEN liveness_valid = 'false' THEN 1 ELSE 0 END) AS runs_failed,
+       percentile(longest_rebalance_s, 0.5) AS longest_rebalance_p50_s,
+       percentile(longest_rebalance_s, 0.9) AS longest_rebalance_p90_s,
+       max(longest_rebalance_s) AS longest_rebalance_max_s,
+       percentile(unavailable_max_s, 0.5) AS unavailable_p50_s,
+       percentile(unavailable_max_s, 0.9) AS unavailable_p90_s,
+       max(unavailable_max_s) AS unavailable_max_s,
+       coalesce(sum(phases_over_bound), 0) AS phases_over_bound,
+       coalesce(sum(phases_over_bound_explained), 0) AS phases_over_bound_explained
+FROM runs GROUP BY experiment, coalesce(kafka_version, 'unknown') ORDER BY experiment, kafka_version
+"""
+
 
 def register(spark, tables: dict[str, Any]) -> None:
     for name, df in tables.items():
@@ -111,6 +129,7 @@ def compute(spark, tables: dict[str, Any]) -> dict[str, Any]:
         "trend": spark.sql(_TREND).orderBy("experiment", "date").toPandas(),
         "by_invariant": spark.sql(_BY_INVARIANT).toPandas(),
         "ttr_by_fault": spark.sql(_TTR_BY_FAULT).toPandas(),
+        "liveness": spark.sql(_LIVENESS).toPandas(),
     }
     for name in ("nightly", "trend"):
         out[name]["date"] = out[name]["date"].astype(str)

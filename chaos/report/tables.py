@@ -138,6 +138,14 @@ def _runs_rows(runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
             "zombie_windows": metrics.get("ownership-time.zombie_windows"),
             "zombie_window_max_s": metrics.get("ownership-time.zombie_window_max_s"),
             "unexplained_windows": metrics.get("ownership-time.unexplained_windows"),
+            # rebalance liveness (issue 17): figures of chaos.checkers.rebalance_liveness, from checks.json
+            "liveness_valid": next((r.get("valid") for r in results if r.get("checker") == "rebalance-liveness"),
+                                   None),
+            "longest_rebalance_s": metrics.get("rebalance-liveness.longest_rebalance_s"),
+            "unavailable_max_s": metrics.get("rebalance-liveness.unavailable_max_s"),
+            "unavailable_total_s": metrics.get("rebalance-liveness.unavailable_total_s"),
+            "phases_over_bound": metrics.get("rebalance-liveness.phases_over_bound"),
+            "phases_over_bound_explained": metrics.get("rebalance-liveness.phases_over_bound_explained"),
         })
     return rows
 
@@ -192,7 +200,9 @@ RUNS_SCHEMA = ("run STRING, date STRING, experiment STRING, run_name STRING, run
                "valid STRING, failed_checkers ARRAY<STRING>, unknown_checkers ARRAY<STRING>, checks_events BIGINT, "
                "expected BOOLEAN, wall_s DOUBLE, produced DOUBLE, lost DOUBLE, duplicates DOUBLE, "
                "consumed_records DOUBLE, time_to_recover_s DOUBLE, zombie_windows DOUBLE, "
-               "zombie_window_max_s DOUBLE, unexplained_windows DOUBLE")
+               "zombie_window_max_s DOUBLE, unexplained_windows DOUBLE, liveness_valid STRING, "
+               "longest_rebalance_s DOUBLE, unavailable_max_s DOUBLE, unavailable_total_s DOUBLE, "
+               "phases_over_bound DOUBLE, phases_over_bound_explained DOUBLE")
 VIOLATIONS_SCHEMA = ("run STRING, date STRING, experiment STRING, checker STRING, checker_valid STRING, "
                      "finding INT, violation BOOLEAN, description STRING, evidence ARRAY<BIGINT>, at_s DOUBLE, "
                      "zombie_window_s DOUBLE")

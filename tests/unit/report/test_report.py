@@ -153,11 +153,28 @@ def test_summary_json_and_csv(report):
     out, summary = report
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["runs"] == summary["runs"] and on_disk["recheck"]["agree"]
-    for name in ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "trend.csv", "recheck.csv",
+    for name in ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "trend.csv", "recheck.csv",
                  "violations.csv", "runs.csv"):
         assert (out / name).stat().st_size > 0, name
     lost = [v for v in on_disk["violations_list"] if v["run"].endswith("run-delivery-lost-record")]
     assert lost and '"kind":"send_ok"' in lost[0]["evidence_lines"][0]
+
+
+def test_liveness_distribution_per_experiment_and_kafka_version(report):
+    """rebalance-liveness figures from each run's checks.json, aggregated per experiment and Kafka version."""
+    out, summary = report
+    runs = table(out, "runs")
+    judged = runs[runs["longest_rebalance_s"].notna()]
+    assert len(judged) and (judged["unavailable_max_s"] >= 0).all()
+    ghost = runs[runs["run"].str.endswith("run-liveness-ghost-blocked")]
+    assert len(ghost) and set(ghost["liveness_valid"]) == {"false"} and (ghost["longest_rebalance_s"] > 39).all()
+    live = pd.read_csv(out / "liveness.csv")
+    assert {"experiment", "kafka_version", "runs", "longest_rebalance_p50_s", "longest_rebalance_p90_s",
+            "longest_rebalance_max_s", "unavailable_p90_s", "phases_over_bound", "runs_failed"} <= set(live.columns)
+    assert set(live["kafka_version"]) >= {"3.9.1", "4.1.0"}
+    assert int(live["runs"].sum()) == summary["runs"]
+    assert int(live["runs_failed"].sum()) == int((runs["liveness_valid"] == "false").sum())
+    assert summary["liveness"] and "Rebalance liveness" in (out / "report.html").read_text()
 
 
 def test_html_shows_the_violation_with_its_evidence(report):
