@@ -51,6 +51,11 @@ epoch*.
   above one already durable (beyond the slack and the log stamps'
   uncertainty). A bump logged but never committed (the coordinator died) may
   vanish and be logged again: a ghost, as above, and exempt.
+
+KIP-848's online migration converts a group between the protocols. A group *with members* keeps its number
+(the classic generation becomes the group epoch and back: ``group_converted``); an *empty* group is replaced by a
+new group of the other type whose generation / epoch starts again (``group_recreated``, "Converted the empty
+classic group to a consumer group"): from that line on, the group's and its members' numbers are judged afresh.
 """
 
 from __future__ import annotations
@@ -96,14 +101,24 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     eager_gens: dict[str, dict[int, tuple[int, frozenset[tuple[str, int]]]]] = {}
     member_events = 0
     flagged_members: set[str] = set()
-    streamed = idx.stream(_MEMBER_TYPES + (GroupStateSample,)) if kip848 else idx.stream(_MEMBER_TYPES)
-    for e in cast("list[_MemberEvent | GroupStateSample]", streamed):
+    streamed = idx.stream(_MEMBER_TYPES + (GroupStateSample, BrokerLog)) if kip848 else idx.stream(_MEMBER_TYPES)
+    group_of: dict[str, str] = {}  # member source -> the group of its latest event
+    for e in cast("list[_MemberEvent | GroupStateSample | BrokerLog]", streamed):
         src = e.source
+        if type(e) is BrokerLog:
+            if e.event is BrokerLogEvent.GROUP_RECREATED:  # a new group: numbers start again (module docstring)
+                group_epoch_seen.pop(e.group, None)
+                for member in [m for m, g in group_of.items() if g == e.group]:
+                    high.pop(member, None)
+                    eager_gens.pop(member, None)
+                    rejoin_bound.pop(member, None)
+            continue
         if type(e) is GroupStateSample:
             ge = e.group_epoch if e.group_epoch is not None else e.generation
             if e.group_type is GroupType.CONSUMER and ge is not None and ge > group_epoch_seen.get(e.group, (-1,))[0]:
                 group_epoch_seen[e.group] = (ge, e.seq)
             continue
+        group_of[src] = e.group
         if type(e) is MemberStart or type(e) is MemberStop:
             high.pop(src, None)
             eager_gens.pop(src, None)
@@ -171,6 +186,10 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
     group_events = cast("list[BrokerLog | GroupStateSample | Assigned]", idx.stream((BrokerLog, GroupStateSample, Assigned)))
     for ev in group_events:
+        if type(ev) is BrokerLog and ev.event is BrokerLogEvent.GROUP_RECREATED:
+            durable.pop(ev.group, None)
+            last_prepare.pop(ev.group, None)
+            continue
         g = ev.generation
         if g is None or g < 0:
             continue
@@ -227,6 +246,10 @@ def _kip848_group_epochs(idx: HistoryIndex, groups: frozenset[str], bounds: Reso
     events = cast("list[BrokerLog | GroupStateSample | Assigned]", idx.stream((BrokerLog, GroupStateSample, Assigned)))
     for ev in events:
         if ev.group not in groups:
+            continue
+        if type(ev) is BrokerLog and ev.event is BrokerLogEvent.GROUP_RECREATED:
+            sampled.pop(ev.group, None)
+            delivered.pop(ev.group, None)
             continue
         if type(ev) is Assigned:
             if ev.generation is not None and ev.generation > delivered.get(ev.group, (-1,))[0]:

@@ -148,6 +148,16 @@ class BrokerLogEvent(StrEnum):
     MEMBER_FENCED = "member_fenced"
     #: KIP-848: the member left the group (LeaveGroup heartbeat, epoch -1 or -2 for a static member)
     MEMBER_LEFT = "member_left"
+    #: KIP-848 online migration: the coordinator converted a group *with members* between the classic and the
+    #: consumer protocol; its generation / group epoch carries over (``GroupMetadataManager.convertToConsumerGroup``,
+    #: ``convertToClassicGroup``)
+    GROUP_CONVERTED = "group_converted"
+    #: KIP-848 online migration: an *empty* group was converted, i.e. replaced by a new group of the other type
+    #: whose generation / group epoch starts again (no member holds anything to fence)
+    GROUP_RECREATED = "group_recreated"
+    #: KIP-848 online migration refused ("Cannot upgrade classic group G to consumer group: REASON"): the joining
+    #: consumer-protocol member is answered GROUP_ID_NOT_FOUND (librdkafka treats it as fatal)
+    UPGRADE_REFUSED = "upgrade_refused"
 
 
 class RunPhase(StrEnum):

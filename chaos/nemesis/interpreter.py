@@ -426,7 +426,16 @@ class Nemesis:
             fired = self._wait_trigger(pf, self.records[pf.fault_id])
             if fired is None:
                 return
-            actives = self.inject(pf, *fired)
+            try:
+                actives = self.inject(pf, *fired)
+            except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is the run's root cause
+                # said as such (faults.json, the history, the faults checker), not "did not fire in time"
+                rec = self.records[pf.fault_id]
+                rec.skipped_reason = f"injection failed: {type(exc).__name__}: {str(exc)[:300]}"
+                self.events.emit(Kind.ERROR, message=f"{pf.fault_id} ({pf.spec.type.value} on "
+                                 f"{pf.spec.target.value}): {rec.skipped_reason}",
+                                 error_code=None, error_name=type(exc).__name__, fatal=False)
+                return
             if actives:
                 self.cancel.wait(pf.spec.duration_s)
         finally:

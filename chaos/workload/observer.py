@@ -60,6 +60,10 @@ shard's ``[GroupCoordinator id=B topic=__consumer_offsets partition=P]`` log con
   consumer group.`` -> ``member_left``
 * ``Loaded consumer group G with K members.`` -> ``loading``; ``[GroupId=G] Unloaded group metadata
   for group epoch N.`` -> ``unloading``
+* online migration (KIP-848): ``[GroupId G] Converted the classic group to a consumer group.`` (and back)
+  -> ``group_converted``; ``... Converted the empty classic group to a consumer group.`` (and back) ->
+  ``group_recreated`` (a new group: its epochs start again); ``Cannot upgrade classic group G to consumer
+  group: REASON.`` (WARN) -> ``upgrade_refused``
 """
 
 from __future__ import annotations
@@ -129,6 +133,11 @@ def _patterns(group: str) -> list[tuple[re.Pattern, BrokerLogEvent]]:
         (re.compile(rf"{k}Static member with instance id .* re-joins the consumer group using the \w+ protocol\. "
                     rf"Created a new member (?P<member>\S+) to replace"), BrokerLogEvent.MEMBER_JOINED),
         (re.compile(rf"{k}Bumped group epoch to (?P<gen>\d+)"), BrokerLogEvent.EPOCH_BUMPED),
+        (re.compile(rf"{k}Converted the empty (?:classic|consumer) group to a (?:consumer|classic) group"),
+         BrokerLogEvent.GROUP_RECREATED),
+        (re.compile(rf"{k}Converted the (?:classic|consumer) group to a (?:consumer|classic) group"),
+         BrokerLogEvent.GROUP_CONVERTED),
+        (re.compile(rf"Cannot upgrade classic group {g} to consumer group"), BrokerLogEvent.UPGRADE_REFUSED),
         (re.compile(rf"{k}Computed a new target assignment for epoch (?P<gen>\d+) with '[^']*' assignor"),
          BrokerLogEvent.TARGET_ASSIGNMENT),
         (re.compile(rf"{k}Member (?P<member>\S+) left the consumer group\."), BrokerLogEvent.MEMBER_LEFT),

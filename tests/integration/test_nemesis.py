@@ -190,3 +190,27 @@ def test_pairwise_partition_shrinks_the_isr_then_heals(tmp_path):
     # a cluster of its own: a fresh controller and fresh metadata, whatever earlier tests did
     with LocalCluster(ClusterSpec.build(brokers=3, lanes=1)) as cluster:
         isr_shrinks_under_a_pairwise_partition(cluster)
+
+
+def test_a_fault_that_cannot_be_injected_says_why_and_makes_the_run_unknown(kafka_cluster, tmp_path):
+    """consumer-1 is killed for 6 s; a subscription change aimed at it meanwhile cannot be injected (the member
+    is not running). faults.json, the history and the verdict say so — not "did not fire in time"."""
+    from chaos.checkers.judge import judge_run
+    from chaos.checkers.result import Validity
+    from chaos.experiment import parse_experiment
+
+    exp = parse_experiment({
+        "name": "uninjectable", "cluster": {"brokers": 3, "lanes": 2},
+        "workload": {"partitions": 4, "consumers": [{"lane": "lane0"}, {"lane": "lane1"}],
+                     "producers": [{"rate": 50, "lane": "lane0"}]},
+        "faults": [{"type": "kill", "target": "member", "node": "consumer-1", "trigger": {"at_s": 0.5}, "duration_s": 6},
+                   {"type": "change_subscription", "target": "member", "node": "consumer-1", "subscription": ["extra"],
+                    "trigger": {"at_s": 2}, "duration_s": 1}],
+        "phases": {"warmup_s": 0.5, "chaos_s": 8, "quiesce_s": 60}}, "uninjectable")
+    run_dir = run_once(kafka_cluster, exp, 5, tmp_path / "run")
+    change = next(f for f in json.loads((run_dir / "faults.json").read_text()) if f["fault_id"] == "f1")
+    assert not change["fired"], change
+    assert change["skipped_reason"].startswith("injection failed: InfrastructureError: consumer-1 is not running"), change
+    verdict = judge_run(run_dir, exp.checkers.names())
+    faults = next(r for r in verdict.results if r.checker.value == "faults")
+    assert faults.valid is Validity.UNKNOWN and "injection failed" in faults.summary, faults.summary

@@ -210,24 +210,28 @@ def test_group_protocol_override_sets_every_member_and_sets_client_assignors_asi
 
 
 def test_the_catalogue_runs_on_kraft_except_what_cannot():
-    """Every catalogue experiment moves to 4.4.0 (classic) and to KIP-848, but for its ZooKeeper faults and, under
-    KIP-848, an experiment whose fault targets CompletingRebalance. (No catalogue member has a session timeout of
+    """Every catalogue experiment moves to 4.4.0 (classic) and to KIP-848, but for its ZooKeeper faults, a partition
+    from the controller (behind the quorum links on KRaft) and, under KIP-848, an experiment whose fault targets
+    CompletingRebalance. (No catalogue member has a session timeout of
     its own any more; :func:`test_kip848_members_share_one_session_timeout` covers the refusal.)"""
     zookeeper_only = {"zookeeper-node-killed", "zookeeper-quorum-lost", "broker-isolated-from-zookeeper"}
     per_member_session: set[str] = set()
+    # a broker<->broker partition "from the controller": on KRaft the controllers are behind the quorum links
+    controller_peer = {"brokers-partitioned"}
     # CompletingRebalance (the SyncGroup phase) has no KIP-848 counterpart
     completing = {"coordinator-kill-completing-eager", "coordinator-kill-completing-cooperative", "nightly-mixed"}
     entries = catalogue()
     assert len(entries) >= 10
-    for protocol, expected in (("classic", zookeeper_only),
-                               ("consumer", zookeeper_only | per_member_session | completing)):
+    for protocol, expected in (("classic", zookeeper_only | controller_peer),
+                               ("consumer", zookeeper_only | controller_peer | per_member_session | completing)):
         refused_names = set()
         for _, exp in entries:
             assert not isinstance(exp, UsageError), exp
             try:
                 moved = apply_overrides(exp, kafka_version="4.4.0", group_protocol=protocol)
             except UsageError as exc:
-                why = "session_timeout_ms" if exp.name in per_member_session else "ZooKeeper" if exp.name in \
+                why = "session_timeout_ms" if exp.name in per_member_session else "through its quorum links" if \
+                    exp.name in controller_peer else "ZooKeeper" if exp.name in \
                     zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node" if exp.name in \
                     zookeeper_only else "CompletingRebalance has no KIP-848 counterpart"
                 assert why in str(exc), exc

@@ -60,8 +60,20 @@ def _check(spec) -> None:
         raise ValueError(f"peer {spec.peer!r}: a broker (broker-N) or coordinator, controller, leader, random_broker")
 
 
+def _check_in(spec, experiment, i: int) -> None:
+    # On KRaft a broker reaches the controllers on their own listener, through the quorum proxies, never on the
+    # inter-broker listener these rules cut: "cut from the controller" would cut nothing that matters (or, with
+    # isolated controllers, name a node that is no broker)
+    controller_roles = {Role.CONTROLLER, Role.ACTIVE_CONTROLLER}
+    if experiment.cluster.kraft and (spec.target in controller_roles or spec.peer in {r.value for r in controller_roles}):
+        raise ValueError(f"faults.{i}: on KRaft a broker reaches the controllers through its quorum links, not the "
+                         "inter-broker listener a partition cuts: use type link_down with links: quorum on the broker "
+                         "(see broker-isolated-from-quorum), or a broker peer")
+
+
 register(FaultKind(
     "partition", "network", "broker<->broker traffic cut pair-wise at the network level (rules removed)",
-    _inject, targets=_BROKER_ROLES, fields=frozenset({"peer"}), check=_check, capability="pair_partition",
+    _inject, targets=_BROKER_ROLES, fields=frozenset({"peer"}), check=_check, check_in=_check_in,
+    capability="pair_partition",
     target_error="partition cuts brokers from brokers: target coordinator, controller, leader, random_broker "
                  "or a node broker-N"))

@@ -187,3 +187,28 @@ def test_killed_static_member_restart_is_not_judged_in_a_kip848_group() -> None:
     r = judge(static_membership, h)
     assert r.valid is Validity.TRUE
     assert r.metrics["kip848_killed_static_restarts"] == 1 and r.metrics["static_restarts_judged"] == 0
+
+
+# --------------------------------------------------------------------------- generations across online migration
+
+
+def _recreated_group(recreated: bool) -> History:
+    """A consumer group at epoch 5 whose members all leave; the coordinator converts the *empty* group (4.4.0's
+    "Converted the empty consumer group to a classic group", then back) and the new group counts from 1 again —
+    shaped on a real run of classic-group-migrated-to-consumer-protocol."""
+    middle = [log(3000, "group_recreated")] if recreated else []
+    return history(start(0, "consumer-0"), own(100, "assigned", "consumer-0", "m0", [0, 1], 5),
+                   sample(200, {"m0": (5, [0, 1])}, 5), stop(2000, "consumer-0", clean=True), *middle,
+                   start(3100, "consumer-0"), log(3200, "epoch_bumped", 1), log(3300, "epoch_bumped", 2),
+                   own(3400, "assigned", "consumer-0", "m9", [0, 1], 2), sample(3500, {"m9": (2, [0, 1])}, 2))
+
+
+def test_an_empty_group_converted_starts_its_epochs_again() -> None:
+    r = judge(generations, _recreated_group(recreated=True))
+    assert r.valid is Validity.TRUE, r.summary
+
+
+def test_epochs_starting_again_without_a_conversion_are_a_violation() -> None:
+    r = judge(generations, _recreated_group(recreated=False))
+    assert r.valid is Validity.FALSE, r.summary
+    assert any("bumped the group epoch to 1 although group epoch 5" in f.description for f in r.findings), r.findings

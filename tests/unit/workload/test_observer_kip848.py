@@ -308,6 +308,15 @@ KIP848_LINES = [
      (BrokerLogEvent.MEMBER_LEFT, None, M1)),
     (("Loaded consumer group {} with {} members.", GROUP, 2), (BrokerLogEvent.LOADING, None, None)),
     (("[GroupId={}] Unloaded group metadata for group epoch {}.", GROUP, 12), (BrokerLogEvent.UNLOADING, 12, None)),
+    # online migration (4.4.0's words, from a real run)
+    (("[GroupId {}] Converted the classic group to a consumer group.", GROUP), (BrokerLogEvent.GROUP_CONVERTED, None, None)),
+    (("[GroupId {}] Converted the consumer group to a classic group.", GROUP), (BrokerLogEvent.GROUP_CONVERTED, None, None)),
+    (("[GroupId {}] Converted the empty classic group to a consumer group.", GROUP),
+     (BrokerLogEvent.GROUP_RECREATED, None, None)),
+    (("[GroupId {}] Converted the empty consumer group to a classic group.", GROUP),
+     (BrokerLogEvent.GROUP_RECREATED, None, None)),
+    (("Cannot upgrade classic group {} to consumer group: {}.", GROUP, "userData from a custom assignor would be lost"),
+     (BrokerLogEvent.UPGRADE_REFUSED, None, None)),
 ]
 
 #: classic groups on Kafka 4.x's new coordinator: the words the CoordinatorLog regexes were written for
