@@ -158,6 +158,8 @@ class MemberView:
     #: ConsumerGroupDescribe v1 (KIP-1099, KAFKA-17750): 0 a classic member of a consumer group (it joined with JoinGroup and
     #: the coordinator translates), 1 a consumer-protocol member, -1 not said (v0)
     member_type: int = -1
+    #: the topics the member subscribed to by name (its ConsumerGroupHeartbeat's ``SubscribedTopicNames``), sorted
+    subscribed_topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,7 +490,8 @@ def group_view(address: str, group: str, response: ConsumerGroupDescribeResponse
         members = tuple(sorted((MemberView(
             member_id=m.member_id, instance_id=m.instance_id, member_epoch=int(m.member_epoch), client_id=m.client_id,
             assignment=_partitions(m.assignment), target_assignment=_partitions(m.target_assignment),
-            member_type=int(getattr(m, "member_type", -1)))
+            member_type=int(getattr(m, "member_type", -1)),
+            subscribed_topics=tuple(sorted(str(t) for t in m.subscribed_topic_names)))
             for m in g.members), key=lambda m: m.member_id))
         return ConsumerGroupView(group_id=g.group_id, state=g.group_state, group_epoch=int(g.group_epoch),
                                  assignment_epoch=int(g.assignment_epoch), assignor=g.assignor_name, members=members)

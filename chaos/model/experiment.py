@@ -283,6 +283,9 @@ class Experiment(_Strict):
                 f.kind.check_in(f, self, i)
             if not kip848 or self.cluster.kip848:  # else the members' own error below says what to change
                 _check_trigger_protocol(f.trigger, kip848, i)
+            if f.target is Role.GROUP_LEADER and kip848:
+                raise ValueError(f"faults.{i}: a KIP-848 group has no group leader (the coordinator assigns): "
+                                 "target random_member or a member, or use group_protocol: classic")
             if f.target is Role.ZOOKEEPER_QUORUM and self.cluster.kraft:
                 raise ValueError(f"faults.{i}: a KRaft cluster has no ZooKeeper: use target controller_quorum")
             if f.links is LinkScope.ZOOKEEPER and self.cluster.kraft:  # else a link fault that cuts nothing

@@ -123,3 +123,28 @@ def test_kip848_stable_and_after_epoch_triggers_fire_on_a_live_group(_chaos_pool
     assert stable["landed"] is True, stable
     got = {r.checker.value: r for r in judge_run(run_dir, exp.checkers.names()).results}
     assert all(r.valid is Validity.TRUE for r in got.values()), {k: (r.valid, r.summary) for k, r in got.items()}
+
+
+def test_kip848_member_changes_its_subscription_and_the_coordinator_says_so(_chaos_pool, tmp_path):
+    """change_subscription under KIP-848: the evidence is ConsumerGroupDescribe's subscribed topic names (the
+    classic JoinGroup metadata does not exist there); both the change and its heal are confirmed."""
+    import json
+
+    from chaos.experiment import parse_experiment
+
+    exp = parse_experiment({
+        "name": "kip848-subscription",
+        "cluster": {"kafka_version": KRAFT_KAFKA_VERSION, "brokers": 3, "lanes": 2},
+        "workload": {"partitions": 6, "consumers": [{"lane": f"lane{i}", "group_protocol": "consumer"} for i in range(2)],
+                     "producers": [{"rate": 100, "lane": "lane0"}]},
+        "faults": [{"type": "change_subscription", "target": "member", "node": "consumer-1", "subscription": ["extra"],
+                    "trigger": {"at_s": 1}, "duration_s": 4}],
+        "phases": {"warmup_s": 1, "chaos_s": 8, "quiesce_s": 60},
+    }, "kip848-subscription")
+    cluster = _chaos_pool.get(exp.cluster)
+    run_dir = run_once(cluster, exp, 38, tmp_path / "run")
+    cluster.heal()
+    (change,) = json.loads((run_dir / "faults.json").read_text())
+    assert change["fired"] and change["effect_ok"] and change["healed_ok"], change
+    got = {r.checker.value: r for r in judge_run(run_dir, exp.checkers.names()).results}
+    assert all(r.valid is Validity.TRUE for r in got.values()), {k: (r.valid, r.summary) for k, r in got.items()}

@@ -218,12 +218,15 @@ def test_the_catalogue_runs_on_kraft_except_what_cannot():
     per_member_session: set[str] = set()
     # a broker<->broker partition "from the controller": on KRaft the controllers are behind the quorum links
     controller_peer = {"brokers-partitioned"}
+    # KIP-848 has no group leader (the coordinator assigns)
+    group_leader = {"subscription-changed"}
     # CompletingRebalance (the SyncGroup phase) has no KIP-848 counterpart
     completing = {"coordinator-kill-completing-eager", "coordinator-kill-completing-cooperative", "nightly-mixed"}
     entries = catalogue()
     assert len(entries) >= 10
     for protocol, expected in (("classic", zookeeper_only | controller_peer),
-                               ("consumer", zookeeper_only | controller_peer | per_member_session | completing)):
+                               ("consumer", zookeeper_only | controller_peer | per_member_session | completing
+                                | group_leader)):
         refused_names = set()
         for _, exp in entries:
             assert not isinstance(exp, UsageError), exp
@@ -231,9 +234,9 @@ def test_the_catalogue_runs_on_kraft_except_what_cannot():
                 moved = apply_overrides(exp, kafka_version="4.4.0", group_protocol=protocol)
             except UsageError as exc:
                 why = "session_timeout_ms" if exp.name in per_member_session else "through its quorum links" if \
-                    exp.name in controller_peer else "ZooKeeper" if exp.name in \
-                    zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node" if exp.name in \
-                    zookeeper_only else "CompletingRebalance has no KIP-848 counterpart"
+                    exp.name in controller_peer else "has no group leader" if exp.name in group_leader else \
+                    "ZooKeeper" if exp.name in zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node" \
+                    if exp.name in zookeeper_only else "CompletingRebalance has no KIP-848 counterpart"
                 assert why in str(exc), exc
                 refused_names.add(exp.name)
                 continue

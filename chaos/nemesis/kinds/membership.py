@@ -1,9 +1,10 @@
 """Membership faults: a member changes its subscription (``change_subscription``) or its group protocol
 (``switch_protocol``), and back.
 
-The subscription travels in the member's JoinGroup metadata, so the
-coordinator holds the new one only after the member rejoined; the evidence is
-the coordinator's own DescribeGroups answer. A protocol switch is KIP-848's
+The subscription travels in the member's JoinGroup metadata (KIP-848: its next
+heartbeat), so the coordinator holds the new one only after the member
+rejoined; the evidence is the coordinator's own DescribeGroups answer
+(ConsumerGroupDescribe for a consumer group). A protocol switch is KIP-848's
 online migration path, one member at a time: the evidence is the coordinator's
 ConsumerGroupDescribe listing the member with the new member type.
 """
@@ -20,16 +21,30 @@ from chaos.nemesis.kinds import FaultKind, Injection, register
 from chaos.nemesis.nodes import Nodes
 
 
+def _subscriptions(run, member: str) -> list[list[str]]:
+    """The subscriptions the coordinator holds for ``member`` (by client id): ConsumerGroupDescribe's
+    ``SubscribedTopicNames`` for a consumer group (KIP-848), else DescribeGroups' JoinGroup metadata."""
+    if run.cluster.spec.kip848:
+        from chaos.cluster.wire import describe_consumer_group
+
+        topo = run.cluster.topology
+        bid = run.admin.coordinator_id(run.group, wait=False)
+        view = describe_consumer_group(topo.listen(topo.link(f"ctl.broker-{bid}")), run.group)
+        if view.error_code == 0:
+            return [list(m.subscribed_topics) for m in view.members if m.client_id == member]
+    info = run.admin.describe_group(run.group)
+    return [sorted(getattr(getattr(m, "member_metadata", None), "subscription", None) or [])
+            for m in info.members if m.client_id == member]
+
+
 def subscription_at_coordinator(run, member: str, topics: list[str], timeout: float) -> Evidence:
-    """Wait (bounded) until the coordinator's DescribeGroups lists ``member`` subscribed to ``topics``
-    (the member is recognised by its client id, the worker name)."""
+    """Wait (bounded) until the coordinator lists ``member`` subscribed to ``topics`` (the member is recognised by
+    its client id, the worker name; :func:`_subscriptions`)."""
     deadline = time.monotonic() + timeout
     seen: list[list[str]] = []
     while True:
         try:
-            info = run.admin.describe_group(run.group)
-            seen = [sorted(getattr(getattr(m, "member_metadata", None), "subscription", None) or [])
-                    for m in info.members if m.client_id == member]
+            seen = _subscriptions(run, member)
         except Exception:  # noqa: BLE001 - coordinator moving: ask again
             seen = []
         if sorted(topics) in seen:

@@ -207,9 +207,11 @@ def test_consumer_group_answer_reduces_to_epochs_and_sorted_assignments():
         ("g", "Reconciling", 5, 5, "uniform", 0)
     assert view.members == (
         wire.MemberView(member_id="m-a", instance_id=None, member_epoch=4, client_id="client-m-a",
-                        assignment=(("t", 0), ("t", 1)), target_assignment=(("t", 0),), member_type=1),
+                        assignment=(("t", 0), ("t", 1)), target_assignment=(("t", 0),), member_type=1,
+                        subscribed_topics=("t",)),
         wire.MemberView(member_id="m-b", instance_id=None, member_epoch=5, client_id="client-m-b",
-                        assignment=(("t", 2), ("t", 3)), target_assignment=(("t", 2), ("t", 3)), member_type=1),
+                        assignment=(("t", 2), ("t", 3)), target_assignment=(("t", 2), ("t", 3)), member_type=1,
+                        subscribed_topics=("t",)),
     )
 
 
