@@ -45,8 +45,9 @@ group epoch, every member at it and owning exactly its target assignment:
 :func:`chaos.checkers.coordinator.not_reconciled`) and with every partition
 of the group's topics owned; anything else is the target assignment not
 reached yet, which convergence judges. The documented properties, for members
-with one common subscription (KIP-848 samples carry no subscriptions, so a
-history with a ``change_subscription`` fault is not judged):
+with one common subscription (KIP-848 samples carry each member's subscribed
+topic names; an older history without them and with a ``change_subscription``
+fault is not judged):
 
 - ``uniform`` (``UniformHomogeneousAssignmentBuilder``, "Balance: the
   difference in assignments sizes between any two members should not exceed

@@ -293,7 +293,10 @@ def consumer_sample(view: ConsumerGroupView, coordinator: int) -> GroupSample:
     state = GroupState(view.state) if view.state in CONSUMER_GROUP_STATES else GroupState.UNKNOWN
     members = tuple(GroupMember(member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, host="",
                                 assignment=tuple(sorted(m.assignment)), member_epoch=m.member_epoch,
-                                target_assignment=tuple(sorted(m.target_assignment)))
+                                target_assignment=tuple(sorted(m.target_assignment)),
+                                # what the member asked for (its heartbeat's topic names), as DescribeGroups'
+                                # JoinGroup metadata gives it for a classic member: convergence reads it
+                                subscription=m.subscribed_topics)
                     for m in sorted(view.members, key=lambda m: m.member_id))
     return GroupSample(state, coordinator, view.assignor or None, view.group_epoch, members,
                        group_epoch=view.group_epoch, assignment_epoch=view.assignment_epoch,

@@ -58,7 +58,8 @@ def view(state: str = "Reconciling", group_epoch: int = 7, assignment_epoch: int
     if members is None:
         members = (
             MemberView(member_id=M2, instance_id=None, member_epoch=6, client_id="consumer-1",
-                       assignment=((TOPIC, 2), (TOPIC, 0), (TOPIC, 1)), target_assignment=((TOPIC, 1), (TOPIC, 0))),
+                       assignment=((TOPIC, 2), (TOPIC, 0), (TOPIC, 1)), target_assignment=((TOPIC, 1), (TOPIC, 0)),
+                       subscribed_topics=(TOPIC,)),
             MemberView(member_id=M1, instance_id="static-0", member_epoch=7, client_id="consumer-0",
                        assignment=(), target_assignment=((TOPIC, 2),)),
         )
@@ -78,6 +79,7 @@ def test_a_consumer_group_view_becomes_a_sample_with_epochs_and_both_assignments
     assert m2.member_epoch == 6
     assert m2.assignment == ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2))
     assert m2.target_assignment == ((TOPIC, 0), (TOPIC, 1))
+    assert m2.subscription == (TOPIC,) and m1.subscription == ()  # the heartbeat's topic names, for convergence
 
 
 def test_the_sample_is_a_valid_group_state_event_and_reads_back_equal():
