@@ -14,9 +14,19 @@ the clock slack apart to count; a commit counts as observed when it was
 *answered* (``answered_ns``), since the coordinator may apply it at any time
 between send and answer — a commit sent to a coordinator that dies is retried
 at the next one, and a sample taken before that answer may still show the
-older offset. Offsets < 0 in samples mean "no committed
+older offset. A commit whose source could not stamp it where it happened
+(``ts_uncertain_ns``: a line read seconds after it was printed) was sent
+somewhere in [mono_ns, mono_ns + ts_uncertain_ns]; it counts at the start of
+that interval as the later observation and at its end (or its answer) as the
+earlier one, so a stopped-then-resumed worker's old commit never reads as a
+move back. Offsets < 0 in samples mean "no committed
 offset" and are ignored. A ``fault_start`` whose type mentions ``reset``
 (an explicit offset reset in the schedule) restarts the comparison.
+
+Counting: a rollback stays visible in every sample until the offset climbs
+back, so findings are grouped by what they are — one per partition and
+earlier maximum that was undercut, citing the observations that undercut it
+(the first :data:`MAX_CITED`) — and the summary counts partitions.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from chaos.history import Commit, CommittedOffsets, FaultStart, History
 from chaos.outcome import Outcome
 
 NAME = CheckerName.COMMITTED_OFFSETS
+#: how many undercutting observations one finding cites (the rest are counted)
+MAX_CITED = 10
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -41,6 +53,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     # where times/maxes/seqs record each rise of the overall maximum, so "the maximum observed
     # before t - slack" is one bisect. Values that do not lower the maximum take the fast path.
     state: dict[tuple[str, str, int], list[Any]] = {}
+    # (group, topic, partition, seq of the undercut maximum) -> [description of the first, seqs undercutting it]
+    moves: dict[tuple[str, str, int, int], tuple[str, list[int]]] = {}
     observations = 0
     ok = Outcome.OK
     for e in cast("list[Commit | CommittedOffsets | FaultStart]", idx.stream((Commit, CommittedOffsets, FaultStart))):
@@ -53,6 +67,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 continue
             is_sample = False
             answered_ns = e.answered_ns
+            if e.ts_uncertain_ns:  # sent at some moment up to mono_ns + ts_uncertain_ns
+                answered_ns = max(answered_ns or 0, e.mono_ns + e.ts_uncertain_ns)
         else:
             is_sample = True
             answered_ns = None
@@ -87,23 +103,31 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 continue
             where = f"group {group} {fmt_tp((topic, part))}"
             if is_sample and value < st[2]:
-                log.violation(f"{where}: committed offset sample {value} is below the earlier sample {st[2]}",
-                              st[3], seq)
+                moves.setdefault((group, topic, part, st[3]), (
+                    f"{where}: committed offset sample {value} is below the earlier sample {st[2]}", []))[1].append(seq)
             elif not is_sample and value < st[0]:
-                log.violation(f"{where}: accepted commit {value} by {e.source} is below the earlier accepted "
-                              f"commit {st[0]}", st[1], seq)
+                moves.setdefault((group, topic, part, st[1]), (
+                    f"{where}: accepted commit {value} by {e.source} is below the earlier accepted commit {st[0]}",
+                    []))[1].append(seq)
             else:
                 i = bisect_left(st[5], ns - slack) - 1
                 if i >= 0 and value < st[6][i]:
                     what = "sample" if is_sample else f"commit by {e.source}"
-                    log.violation(f"{where}: committed offset went back from {st[6][i]} to {value} ({what})",
-                                  st[7][i], seq)
+                    moves.setdefault((group, topic, part, st[7][i]), (
+                        f"{where}: committed offset went back from {st[6][i]} to {value} ({what})", []))[1].append(seq)
             if is_sample:
                 if value > st[2]:
                     st[2], st[3] = value, seq
             elif value > st[0]:
                 st[0], st[1] = value, seq
-    metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count}
+    for (_, _, _, earlier), (text, later) in moves.items():
+        more = f" (undercut by {len(later)} observation(s) in all)" if len(later) > 1 else ""
+        log.violation(text + more, earlier, *later[:MAX_CITED])
+    moved = {(g, t, p) for g, t, p, _ in moves}
+    undercutting = sum(len(later) for _, later in moves.values())
+    metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count,
+               "partitions_moved_back": len(moved), "observations_below": undercutting}
     return log.result(NAME, f"committed offsets never moved backwards ({observations} observations, "
                       f"{len(state)} partition(s))",
-                      f"{log.violation_count} backward move(s) of a committed offset", metrics)
+                      f"{len(moved)} partition(s) whose committed offset moved backwards ({len(moves)} earlier "
+                      f"maximum(s) undercut, by {undercutting} observation(s))", metrics)

@@ -32,6 +32,10 @@ The interval comes from the evidence, not from a fixed window:
   so it is judged in ``[reported - clock_slack_s, reported]`` (the slack is the
   assumed longest time from send to report; the only use of the fixed window
   left here).
+- a commit its source could not stamp where it happened (``ts_uncertain_ns``,
+  a line a stopped-then-resumed worker read late) was sent somewhere in
+  ``[mono_ns, mono_ns + ts_uncertain_ns]``: the interval reaches to the end
+  of that (or to the answer, whichever is later).
 
 What remains uncertain: the generation a commit event carries is the client's
 own view read just before the send (:mod:`chaos.workload.consumer`); a library
@@ -152,9 +156,11 @@ def commit_rule(header: Header) -> tuple[CommitRule, str]:
 
 def judged_interval(c: Commit, slack_ns: int) -> tuple[int, int]:
     """[start, end] (mono ns) in which the coordinator can have judged commit ``c`` (see module docstring)."""
+    # a commit its source could not stamp where it happened was sent in [mono_ns, mono_ns + ts_uncertain_ns]
+    late = c.mono_ns + (c.ts_uncertain_ns or 0)
     if c.answered_ns is not None:
-        return c.mono_ns - LOG_STAMP_UNCERTAINTY_NS, max(c.answered_ns, c.mono_ns) + LOG_STAMP_UNCERTAINTY_NS
-    return c.mono_ns - slack_ns - LOG_STAMP_UNCERTAINTY_NS, c.mono_ns + LOG_STAMP_UNCERTAINTY_NS
+        return c.mono_ns - LOG_STAMP_UNCERTAINTY_NS, max(c.answered_ns, late) + LOG_STAMP_UNCERTAINTY_NS
+    return c.mono_ns - slack_ns - LOG_STAMP_UNCERTAINTY_NS, late + LOG_STAMP_UNCERTAINTY_NS
 
 
 class Judgement(StrEnum):

@@ -9,7 +9,8 @@ module lists it, in time order, as a pure function of the history:
   incident), with why: the fatal ``error`` event the worker wrote before it
   stopped (the exception text; the worker writes the traceback to
   ``workers/<member>.traceback.txt``, see :func:`traceback_files`) or the
-  signal that ended it;
+  signal that ended it, and the line of the member's client log that tells it
+  (the error's ``log_ref``, ``workers/<member>.client.log:<line>``);
 - a **fatal client error** (``error`` with ``fatal`` true) not followed by
   that member's stop;
 - a **fault** that did not fire (``fault_verified`` stage ``fired``, ``ok``
@@ -149,6 +150,11 @@ class _Add(Protocol):
 _RECENT_NS = 5_000_000_000
 
 
+def _log_ref(e: ErrorEvent) -> str:
+    """Where the member's own client log tells the error (``workers/<member>.client.log:<line>``)."""
+    return f" (client log: {e.log_ref})" if e.log_ref else ""
+
+
 def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _Add) -> None:
     fault_windows: dict[str, list[tuple[int, int]]] = {}
     ends = {f.fault_id: f.mono_ns for f in of(FaultEnd)}
@@ -180,6 +186,7 @@ def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _A
             text = f"member {stop.source} died: {why}"
             if len(fatal) > 1:
                 text += f" (after {len(fatal) - 1} earlier fatal error(s))"
+            text += _log_ref(last)
             add(IncidentKind.MEMBER_DIED, stop, stop.source, text, last.seq, stop.seq,
                 traceback=tb.get(stop.source))
         else:
@@ -199,8 +206,8 @@ def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _A
         for e in errs:
             if e.seq not in explained_errors:
                 add(IncidentKind.FATAL_CLIENT_ERROR, e, source, f"{source}: fatal client error: {e.message}"
-                    + (f" [{e.error_name}]" if e.error_name and e.error_name not in e.message else ""), e.seq,
-                    traceback=tb.get(source))
+                    + (f" [{e.error_name}]" if e.error_name and e.error_name not in e.message else "")
+                    + _log_ref(e), e.seq, traceback=tb.get(source))
     assigned_at: dict[str, list[int]] = {}
     for a in of(Assigned):
         assigned_at.setdefault(a.source, []).append(a.mono_ns)

@@ -54,6 +54,11 @@ longer be a current member:
   unless something else is a violation.
 
 The summary says how many KIP-848 assignments were judged this way.
+
+Counting: findings and the summary count what they are about — distinct
+(group, partition) and member pairs — not observations. A double listing the
+observer sees in 11 samples is one finding per partition and pair, citing the
+samples (the first :data:`MAX_SAMPLES_CITED`) and saying how many there were.
 """
 
 from __future__ import annotations
@@ -71,9 +76,11 @@ from chaos.checkers.coordinator import (
 )
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Assigned, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
+from chaos.history import Assigned, GroupMember, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
 
 NAME = CheckerName.OWNERSHIP_GENERATION
+#: how many samples one "listed twice" finding cites (the rest are counted)
+MAX_SAMPLES_CITED = 10
 
 
 _TP = tuple[str, int]
@@ -90,6 +97,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     flagged: set[tuple[_Claim, str]] = set()
     claimed_by: dict[str, list[_Claim]] = {}
     instance_of: dict[str, tuple[str, str]] = {}  # source -> (group, group.instance.id)
+    #: what the findings are about, counted once however often seen: (group, partition, the two owners)
+    overlaps: set[tuple[str, _TP, frozenset[str]]] = set()
 
     def drop_claims(source: str) -> None:
         for key in claimed_by.pop(source, ()):
@@ -106,6 +115,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             claims += 1
         elif prev[0] != source and (key, source) not in flagged:
             flagged.add((key, source))
+            overlaps.add((group, tp, frozenset((prev[0], source))))
             log.violation(f"group {group} generation {gen}: partition {fmt_tp(tp)} owned by both "
                           f"{prev[0]} and {source}", prev[1], seq)
 
@@ -163,22 +173,38 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             held.difference_update(e.partitions)
 
     samples = 0
+    # one finding per (group, partition, member pair) the samples list twice, citing the samples (up to
+    # MAX_SAMPLES_CITED): the same double listing seen in 11 samples is one finding, not 11
+    # (pairs are named by client id, the member's source name, so that they match the members' own claims)
+    listed_twice: dict[tuple[str, _TP, frozenset[str]], tuple[tuple[str, str], list[GroupStateSample]]] = {}
     for s in idx.of(GroupStateSample):
         samples += 1
         listed = [tp for m in s.members for tp in m.assignment]
         if len(set(listed)) == len(listed):
             continue  # fast path: no partition listed twice
-        seen: dict[_TP, str] = {}
+        seen: dict[_TP, GroupMember] = {}
         for m in s.members:
             for tp in m.assignment:
                 listed_by = seen.get(tp)
-                if listed_by is not None and listed_by != m.member_id:
-                    log.violation(f"group {s.group} generation {s.generation} ({s.state}): coordinator lists "
-                                  f"{fmt_tp(tp)} in the assignments of {listed_by} and {m.member_id}", s.seq)
-                seen[tp] = m.member_id
+                if listed_by is not None and listed_by.member_id != m.member_id:
+                    pair = frozenset((listed_by.client_id or listed_by.member_id, m.client_id or m.member_id))
+                    ids = (listed_by.member_id, m.member_id)
+                    listed_twice.setdefault((s.group, tp, pair), (ids, []))[1].append(s)
+                seen[tp] = m
+    for (group, tp, pair), ((a, b), seen_in) in listed_twice.items():
+        first = seen_in[0]
+        overlaps.add((group, tp, pair))
+        log.violation(f"group {group} generation {first.generation} ({first.state}): coordinator lists {fmt_tp(tp)} "
+                      f"in the assignments of {a} and {b} (in {len(seen_in)} sample(s))",
+                      *[x.seq for x in seen_in[:MAX_SAMPLES_CITED]])
 
     k = _kip848_current_owners(idx, log)
+    overlaps |= k.overlaps
+    partitions = {(g, tp) for g, tp, _ in overlaps}
+    pairs = {pair for _, _, pair in overlaps}
     metrics = {"ownership_claims": claims, "group_state_samples": samples, "violations": log.violation_count,
+               "overlapping_partitions": len(partitions), "overlap_pairs": len(pairs),
+               "samples_listing_twice": len({x.seq for _, seen_in in listed_twice.values() for x in seen_in}),
                "kip848_assignments": k.assignments, "kip848_overlaps_current": k.current,
                "kip848_overlaps_zombie": k.zombie, "kip848_overlaps_undecided": len(k.undecided)}
     ok = f"no partition owned by two members in one generation ({claims} claims checked)"
@@ -190,8 +216,11 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if k.undecided:
             unknown = (f"KIP-848: {len(k.undecided)} partition(s) assigned while another member still held them and "
                        f"the samples cannot tell whether that member was still current: {k.undecided[0]}")
-    return log.result(NAME, ok, f"{log.violation_count} partition(s) owned by two members in the same generation "
-                      "or by two current members", metrics, unknown=unknown)
+    detail = f"{len(pairs)} member pair(s), {log.violation_count} finding(s)"
+    if listed_twice:
+        detail += f", {metrics['samples_listing_twice']} sample(s) listing a partition twice"
+    return log.result(NAME, ok, f"{len(partitions)} partition(s) owned by two members in the same generation "
+                      f"or by two current members ({detail})", metrics, unknown=unknown)
 
 
 @dataclass(slots=True)
@@ -203,6 +232,8 @@ class _Kip848Owners:
     current: int = 0
     zombie: int = 0
     undecided: list[str] = field(default_factory=list)
+    #: (group, partition, the two owners) of each violation
+    overlaps: set[tuple[str, _TP, frozenset[str]]] = field(default_factory=set)
 
 
 def _kip848_current_owners(idx: HistoryIndex, log: FindingLog) -> _Kip848Owners:
@@ -274,6 +305,7 @@ def _judge_overlap(out: _Kip848Owners, log: FindingLog, timelines: dict[tuple[st
         out.undecided.append(f"{where} while {other} held it; {reason}")
         return
     out.current += 1
+    out.overlaps.add((e.group, tp, frozenset((other, e.source))))
     seqs = [q for sg in segs for q in sg.seqs]
     log.violation(f"{where} while {other} (member {other_id}) still held it and the coordinator listed {other} as a "
                   f"member throughout (at epoch {segs[0].epoch_lo}..{segs[-1].epoch_hi}): two current owners",

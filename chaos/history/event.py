@@ -260,6 +260,11 @@ class OwnershipChange(Event):
     generation: int | None
     member_id: Name | None
     incremental: bool  # True for KIP-429 incremental assign/revoke
+    #: the source could not stamp this event where it happened: it happened at some moment in
+    #: [mono_ns, mono_ns + ts_uncertain_ns] — ``mono_ns`` is the last moment known to precede it (e.g. the
+    #: previous line the JVM stamped), the upper end when it was recorded. None: stamped where it happened.
+    #: Checkers that compare times take the interval (docs/architecture.md, "The history").
+    ts_uncertain_ns: int | None = None
 
 
 @final
@@ -293,6 +298,8 @@ class Consumed(Event):
     offsets: tuple[int, ...]
     generation: int | None
     member_id: Name | None
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
     kind: ClassVar[Kind] = Kind.CONSUMED
 
 
@@ -317,6 +324,8 @@ class Commit(Event):
     error_name: str | None
     auto: bool
     answered_ns: int | None = None
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
     kind: ClassVar[Kind] = Kind.COMMIT
 
 
@@ -329,6 +338,11 @@ class ErrorEvent(Event):
     error_code: Int32 | None
     error_name: str | None
     fatal: bool
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
+    #: the client log line this error is told in: ``"workers/<file>:<line>"`` relative to the run
+    #: directory (1-based line number); None when the client keeps no log or the line is not known
+    log_ref: str | None = None
     kind: ClassVar[Kind] = Kind.ERROR
 
 
@@ -340,6 +354,8 @@ class MemberStop(Event):
     group: Name
     clean: bool
     signal: str | None
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
     kind: ClassVar[Kind] = Kind.MEMBER_STOP
 
 

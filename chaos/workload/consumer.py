@@ -57,6 +57,7 @@ from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
 from chaos.model.workload import CommitMode, WrongMode
 from chaos.outcome import Operation, Outcome, classify
+from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.spec import (
     HANDLER_RETRIES,
     HANDLER_RETRY_BACKOFF_S,
@@ -193,9 +194,11 @@ def subscription_path(run_dir: str | Path, name: str) -> Path:
 class Member:
     """The processing loop of one group member (see module docstring)."""
 
-    def __init__(self, cfg: WorkerConfig, client: ClientAdapter, events: EventWriter):
+    def __init__(self, cfg: WorkerConfig, client: ClientAdapter, events: EventWriter, log: ClientLog | None = None):
         assert cfg.consumer is not None
         self.cfg = cfg
+        #: the member's client log; an error event names its last line (the client's context of the error)
+        self.log = log
         self.spec: ConsumerSpec = cfg.consumer
         self.client = client
         self.events = events
@@ -216,7 +219,11 @@ class Member:
         return {"generation": gen, "member_id": member}
 
     def error(self, message: str, code: int | None, name: str | None, fatal: bool) -> None:
-        self.events.emit(Kind.ERROR, message=message[:1000], error_code=code, error_name=name, fatal=fatal)
+        self.events.emit(Kind.ERROR, message=message[:1000], error_code=code, error_name=name, fatal=fatal,
+                         log_ref=self._log_ref())
+
+    def _log_ref(self) -> str | None:
+        return self.log.ref() if self.log is not None else None
 
     def assigned(self, partitions: list[TP], incremental: bool) -> None:
         self.owned |= set(partitions)
@@ -398,16 +405,16 @@ def _load_handler(ref: str | None) -> Callable[[Record], None] | None:
     return getattr(importlib.import_module(module), func)
 
 
-def make_client(cfg: WorkerConfig) -> ClientAdapter:
+def make_client(cfg: WorkerConfig, log: ClientLog | None = None) -> ClientAdapter:
     assert cfg.consumer is not None
     from chaos.model.workload import Client
 
     if cfg.consumer.client is Client.CONFLUENT_KAFKA:
         from chaos.workload.clients.confluent import ConfluentClient
-        return ConfluentClient(cfg)
+        return ConfluentClient(cfg, log)
     if cfg.consumer.client is Client.KAFKA_PYTHON:
         from chaos.workload.clients.kafka_python import KafkaPythonClient
-        return KafkaPythonClient(cfg)
+        return KafkaPythonClient(cfg, log)
     raise ValueError(f"client {cfg.consumer.client} has no Python adapter (the Java client runs VerifiableConsumer)")
 
 
@@ -415,8 +422,9 @@ def run_consumer(cfg: WorkerConfig) -> int:
     spec = cfg.consumer
     assert spec is not None
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
-    client = make_client(cfg)
-    member = Member(cfg, client, events)
+    log = ClientLog(cfg.run_dir, cfg.name)
+    client = make_client(cfg, log)
+    member = Member(cfg, client, events, log)
 
     def stop(*_):
         member.stopping = True
@@ -442,17 +450,18 @@ def run_consumer(cfg: WorkerConfig) -> int:
         write_traceback(cfg.run_dir, cfg.name, f"{cfg.name} stopped: {exc}", exc.cause,
                         append=member.handler_errors > 1)
         events.emit(Kind.ERROR, message=str(exc)[:1000], error_code=None, error_name=type(exc.cause).__name__,
-                    fatal=True)
+                    fatal=True, log_ref=log.ref())
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
         events.close()
         return 1
     except Exception as exc:  # noqa: BLE001 - recorded, then the worker exits non-zero
         write_traceback(cfg.run_dir, cfg.name, f"{cfg.name} stopped: {type(exc).__name__}: {exc}", exc)
         events.emit(Kind.ERROR, message=f"{type(exc).__name__}: {exc}"[:1000], error_code=None, error_name=None,
-                    fatal=True)
+                    fatal=True, log_ref=log.ref())
         events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=False, signal=None)
         events.close()
         return 1
     events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=True, signal=None)
     events.close()
+    log.close()
     return 0

@@ -37,12 +37,19 @@ Group protocols (:class:`chaos.model.workload.GroupProtocol`):
   added or revoked, and confluent-kafka calls ``incremental_assign`` /
   ``incremental_unassign`` itself after them, as for cooperative-sticky.
 
+Client log: with a :class:`chaos.workload.clients.client_log.ClientLog` the member runs with
+librdkafka's ``debug=cgrp,consumer`` (the group protocol — JoinGroup, SyncGroup, heartbeats and
+their errors, rejoins, member id resets — and the consumer's offset resets) and ``log_level`` 7,
+delivered through ``logger`` (confluent-kafka serves log lines on ``poll``/``consume``, from the
+client's log queue) into the member's client log.
+
 Assignors (classic): librdkafka implements ``range``, ``roundrobin`` and
 ``cooperative-sticky`` (KIP-429); it has no eager ``sticky`` assignor.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -52,10 +59,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Outcome
+from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.consumer import Callbacks, CommitResult, FatalClientError, Record, classify_commit
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
 
 _MAGIC = b"CGMDv2:"
+#: librdkafka debug contexts kept in the client log: the group protocol and the consumer (offset resets)
+DEBUG_CONTEXTS = "cgrp,consumer"
 
 
 def parse_group_metadata(raw: bytes) -> tuple[int | None, str | None]:
@@ -105,6 +115,15 @@ def consumer_config(cfg: WorkerConfig) -> dict[str, object]:
     return conf
 
 
+def debug_config(name: str, log: ClientLog) -> dict[str, object]:
+    """The settings that send librdkafka's group and consumer debug lines to ``log``."""
+    logger = logging.getLogger(f"librdkafka.{name}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False  # the client log only, not the worker's stderr
+    logger.addHandler(log.handler())
+    return {"debug": DEBUG_CONTEXTS, "log_level": 7, "logger": logger}
+
+
 def member_view(spec: ConsumerSpec, raw: bytes) -> tuple[int | None, str | None]:
     """(generation, member id) to record, from serialized group metadata (see the module docstring):
     under KIP-848 the generation is the member epoch, and epoch 0 (joining) is no generation."""
@@ -119,7 +138,7 @@ class ConfluentClient:
     # confluent_kafka.version() is the version string itself since 2.16 (a (string, int) tuple before)
     version = f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
 
-    def __init__(self, cfg: WorkerConfig):
+    def __init__(self, cfg: WorkerConfig, log: ClientLog | None = None):
         spec = cfg.consumer
         assert spec is not None
         if spec.assignor is Assignor.STICKY:
@@ -131,6 +150,8 @@ class ConfluentClient:
         self._pending: deque[tuple[frozenset, Callable[[CommitResult], None]]] = deque()
         conf = consumer_config(cfg)
         conf.update(on_commit=self._on_commit, error_cb=self._report_error_cb)
+        if log is not None:
+            conf.update(debug_config(cfg.name, log))
         self._consumer = Consumer(conf)
 
     # librdkafka calls these from inside poll()/close() on this thread

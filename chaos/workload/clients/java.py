@@ -26,10 +26,14 @@ VerifiableConsumer does not override ``onPartitionsLost``, whose default calls
 Generation and member id are not in VerifiableConsumer's JSON. They come from
 the Java consumer's own log, which this worker routes (a reload4j config for
 3.x runtimes, a log4j2 one for 4.x; :data:`CLIENT_LOGGERS`) to **stdout**,
-prefixed ``@@log LEVEL LOGGER``, so that log lines and JSON lines arrive in
-one pipe in program order (a second
+prefixed ``@@log TIME LEVEL LOGGER`` (TIME: the JVM's wall clock when the line
+was logged, ``2026-11-23T15:19:52.123+0000``), so that log lines and JSON lines
+arrive in one pipe in program order (a second
 pipe would let a ``partitions_assigned`` overtake the line that names its
-generation). Lines relied on (Kafka 3.9.1; the logger of both coordinator
+generation). The worker keeps every such line (and the stack traces that
+follow an ERROR line) in the member's client log,
+``RUN/workers/<member>.client.log`` (:mod:`chaos.workload.clients.client_log`),
+where an ``error`` event's ``log_ref`` points. Lines relied on (Kafka 3.9.1; the logger of both coordinator
 classes is ``o.a.k.clients.consumer.internals.ConsumerCoordinator``):
 
 * ``AbstractCoordinator.JoinGroupResponseHandler``:
@@ -86,6 +90,18 @@ is the generation the request carried). Its outcome comes from
 client's in-flight commit is not announced before it is sent, so a killed
 worker's last commit is simply absent (the runner's ``unknown`` record cannot
 cover it).
+
+When each event happened (docs/architecture.md, "The history"): every
+VerifiableConsumer JSON line carries ``timestamp`` (``System.currentTimeMillis()``
+when the JVM made the event, ``VerifiableConsumer.ConsumerEvent``) and every
+``@@log`` line its log time; both are mapped to CLOCK_MONOTONIC
+(:func:`jvm_clock`), so a worker stopped and resumed that reads seconds-old
+lines records them when they happened. A line without a time (an older tool, a
+stack trace) and the events this worker makes itself after the JVM is gone
+(``member_stop``, the exit ``error``) cannot say when they happened; they are
+stamped at the last JVM time known to precede them, with ``ts_uncertain_ns``
+reaching to when they were read: the event happened in that interval, and the
+checkers that compare times take it as one.
 """
 
 from __future__ import annotations
@@ -98,6 +114,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -108,6 +125,7 @@ from chaos.history.writer import EventWriter
 from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Operation, classify
 from chaos.process import _pdeathsig
+from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
 
 MAIN_CLASS = "org.apache.kafka.tools.VerifiableConsumer"
@@ -120,9 +138,18 @@ ASSIGNOR_CLASSES = {
 }
 
 LOG_PREFIX = "@@log "
+#: the log time of each ``@@log`` line: java.text.SimpleDateFormat (reload4j) and log4j2's FastDateFormat
+#: read it alike; the zone offset makes it independent of the JVM's default time zone
+LOG_TIME_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSZ"
+_LOG_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d{4}$")
 
-#: the Java client's loggers the translator reads (everything else: WARN and above)
+#: the Java client's loggers the translator reads and the client log keeps (everything else: WARN and above).
+#: ``org.apache.kafka.clients.consumer`` at INFO shows joins, syncs, heartbeat failures
+#: (``AbstractCoordinator.HeartbeatResponseHandler``), generation resets and offset resets
+#: (``SubscriptionState``); ``NetworkClient`` at INFO the disconnects behind them.
 CLIENT_LOGGERS: dict[str, str] = {
+    "org.apache.kafka.clients.consumer": "INFO",
+    "org.apache.kafka.clients.NetworkClient": "INFO",
     # classic protocol (ClassicKafkaConsumer)
     "org.apache.kafka.clients.consumer.internals.ConsumerCoordinator": "INFO",
     "org.apache.kafka.clients.consumer.internals.AbstractCoordinator": "INFO",
@@ -138,7 +165,7 @@ LOG4J = "\n".join([
     "log4j.appender.out=org.apache.log4j.ConsoleAppender",
     "log4j.appender.out.Target=System.out",
     "log4j.appender.out.layout=org.apache.log4j.PatternLayout",
-    "log4j.appender.out.layout.ConversionPattern=@@log %p %c %m%n",
+    f"log4j.appender.out.layout.ConversionPattern=@@log %d{{{LOG_TIME_PATTERN}}} %p %c %m%n",
     *(f"log4j.logger.{name}={level}" for name, level in CLIENT_LOGGERS.items()),
     "",
 ])
@@ -150,7 +177,7 @@ LOG4J2 = "\n".join([
     "appender.out.name = OUT",
     "appender.out.target = SYSTEM_OUT",
     "appender.out.layout.type = PatternLayout",
-    "appender.out.layout.pattern = @@log %p %c %m%n",
+    f"appender.out.layout.pattern = @@log %d{{{LOG_TIME_PATTERN}}} %p %c %m%n",
     "rootLogger.level = WARN",
     "rootLogger.appenderRef.out.ref = OUT",
     *(line for i, (name, level) in enumerate(CLIENT_LOGGERS.items())
@@ -236,15 +263,22 @@ def _parse_tps(text: str) -> frozenset[tuple[str, int]]:
 class Translator:
     """Turns VerifiableConsumer's stdout (JSON + ``@@log`` lines) into events; one instance per JVM.
 
-    Pure apart from ``events``: feed it lines with :meth:`feed`, then :meth:`finish`.
+    Pure apart from ``events`` and ``log``: feed it lines with :meth:`feed`, then :meth:`finish`.
     """
 
     group: str
     events: EventWriter
     incremental: bool = False
-    #: JVM wall-clock milliseconds (VerifiableConsumer's ``timestamp``) -> our CLOCK_MONOTONIC ns;
-    #: None stamps events when read (tests)
+    #: JVM wall-clock milliseconds (VerifiableConsumer's ``timestamp``, a log line's time) -> our
+    #: CLOCK_MONOTONIC ns; None stamps events when read (tests)
     clock: Callable[[int], int] | None = None
+    #: where the JVM's log lines are kept (None: not kept)
+    log: ClientLog | None = None
+    #: CLOCK_MONOTONIC now (a parameter so tests can read lines "seconds later")
+    now_ns: Callable[[], int] = time.monotonic_ns
+    #: the latest JVM time seen so far (mono ns): every line read later happened at or after it;
+    #: starts when the translator is made (before the JVM starts)
+    floor_ns: int | None = None
     generation: int | None = None
     member_id: str | None = None
     stable: bool = False
@@ -256,6 +290,12 @@ class Translator:
     _records: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _pending_error: str | None = None
     _commit_sent: dict = field(default_factory=dict)
+    _error_ref: str | None = None
+    _error_at: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.clock is not None and self.floor_ns is None:
+            self.floor_ns = self.now_ns()
 
     def _view(self) -> dict:
         return {"generation": self.generation, "member_id": self.member_id}
@@ -264,6 +304,9 @@ class Translator:
         line = line.rstrip("\r\n")
         if not line:
             return
+        if not line.startswith("{") and self.log is not None:
+            # the client log: log lines without the prefix, and what follows them (stack traces)
+            self.log.write(line[len(LOG_PREFIX):] if line.startswith(LOG_PREFIX) else line)
         if self._pending_error is not None and not line.startswith(LOG_PREFIX) and not line.startswith("{"):
             m = _EXCEPTION.match(line.strip())
             if m:
@@ -281,16 +324,33 @@ class Translator:
             if isinstance(obj, dict):
                 self._json(obj)
         elif line.startswith(LOG_PREFIX):
-            level, _, rest = line[len(LOG_PREFIX):].partition(" ")
+            first, _, rest = line[len(LOG_PREFIX):].partition(" ")
+            at: dict = {}
+            if _LOG_TIME.match(first):
+                at = self._stamp_ms(_log_ms(first))
+                level, _, rest = rest.partition(" ")
+            else:  # a line without its time (a config of before, a test)
+                level = first
             logger, _, message = rest.partition(" ")
-            self._log(level, logger, message)
+            self._log(level, logger, message, at)
 
     def finish(self) -> None:
         if self._pending_error is not None:
             self._flush_error(None, None)
 
+    def unstamped(self) -> dict:
+        """The stamp of something that happened after the last JVM time seen and before now, when that is
+        all that is known (see the module docstring): ``mono_ns`` the last JVM time, ``ts_uncertain_ns``
+        up to now; {} without a clock (stamped when emitted)."""
+        if self.clock is None or self.floor_ns is None:
+            return {}
+        now = self.now_ns()
+        floor = min(self.floor_ns, now)
+        wall = time.time() - (now - floor) / 1e9
+        return {"mono_ns": floor, "ts": wall, "ts_uncertain_ns": now - floor}
+
     # ------------------------------------------------------------------ log lines
-    def _log(self, level: str, logger: str, message: str) -> None:
+    def _log(self, level: str, logger: str, message: str, at: dict) -> None:
         if m := _JOINED.search(message):
             self.generation, self.member_id, self.stable = int(m.group(1)), m.group(2) or None, False
         elif m := _SYNCED.search(message):
@@ -311,6 +371,8 @@ class Translator:
             self._lost_pending = _parse_tps(m.group(1))
         elif level in ("ERROR", "FATAL") and logger == "org.apache.kafka.tools.VerifiableConsumer":
             self._pending_error = _strip_context(message)
+            self._error_ref = self.log.ref() if self.log is not None else None
+            self._error_at = at or self.unstamped()
 
     def _epoch(self, epoch: int | None, member_id: str) -> None:
         """KIP-848: the member epoch is the generation; 0 (joining), -1 / -2 (leaving) and none are no
@@ -329,7 +391,9 @@ class Translator:
         self._pending_error = None
         if text:
             message = f"{message} {name}: {text}"
-        self.events.emit(Kind.ERROR, message=message, error_code=None, error_name=name, fatal=True)
+        at, self._error_at = self._error_at, {}
+        self.events.emit(Kind.ERROR, message=message, error_code=None, error_name=name, fatal=True,
+                         log_ref=self._error_ref, **at)
 
     # ------------------------------------------------------------------ JSON lines
     def _stamp(self, obj: dict) -> dict:
@@ -339,9 +403,18 @@ class Translator:
         before the pause would look like it happened after everything the observer saw meanwhile.
         """
         ms = obj.get("timestamp")
-        if self.clock is None or type(ms) is not int:
+        if type(ms) is not int:
+            return self.unstamped()
+        return self._stamp_ms(ms)
+
+    def _stamp_ms(self, ms: int) -> dict:
+        """The stamp of JVM time ``ms``; it moves the floor of what is read after it."""
+        if self.clock is None:
             return {}
-        return {"mono_ns": self.clock(ms), "ts": ms / 1000}
+        ns = self.clock(ms)
+        if self.floor_ns is None or ns > self.floor_ns:
+            self.floor_ns = ns
+        return {"mono_ns": ns, "ts": ms / 1000}
 
     def _json(self, obj: dict) -> None:
         name = obj.get("name")
@@ -383,13 +456,20 @@ class Translator:
             # stamped when sent (the batch's records_consumed), answered when offsets_committed was made
             stamps = dict(self._commit_sent or at)
             if at and self._commit_sent:
-                stamps["answered_ns"] = at["mono_ns"]
+                # the latest the answer can have come (an unstamped line: when it was read)
+                stamps["answered_ns"] = at["mono_ns"] + at.get("ts_uncertain_ns", 0)
             self.events.emit(Kind.COMMIT, group=self.group, offsets=[list(o) for o in committed],
                              outcome=classify(Operation.COMMIT, None, error_name).value, error_code=None,
                              error_name=error_name, auto=False, generation=gen, member_id=member, **stamps)
             self._commit_sent = {}
         elif name == "shutdown_complete":
             self.shutdown = True
+
+
+def _log_ms(text: str) -> int:
+    """``2026-11-23T15:19:52.123+0000`` (:data:`LOG_TIME_PATTERN`) -> epoch milliseconds."""
+    dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
+    return int(dt.timestamp()) * 1000 + dt.microsecond // 1000
 
 
 def _tps(obj: dict) -> list[list]:
@@ -513,14 +593,18 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     check_spec(spec)
     runtime = kafka_runtime(cfg.kafka_version)
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
+    log = ClientLog(cfg.run_dir, cfg.name)
     # cooperative-sticky (KIP-429) and KIP-848 both call the listener with only what changes
     translator = Translator(cfg.group, events, incremental=spec.protocol is RebalanceProtocol.COOPERATIVE,
-                            clock=jvm_clock())
+                            clock=jvm_clock(), log=log)
     argv = command(cfg, runtime, Path(cfg.run_dir) / "workers")
-    events.emit(Kind.MEMBER_START, group=cfg.group, client=Client.JAVA.value, client_version=client_version(runtime),
-                instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
-                commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,
-                max_poll_interval_ms=spec.max_poll_interval_ms, auto_commit_interval_ms=None, wrong_mode=None)
+    start = events.emit(Kind.MEMBER_START, group=cfg.group, client=Client.JAVA.value,
+                        client_version=client_version(runtime), instance_id=spec.instance_id,
+                        assignor=spec.assignor.value, protocol=spec.protocol.value,
+                        commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,
+                        max_poll_interval_ms=spec.max_poll_interval_ms, auto_commit_interval_ms=None,
+                        wrong_mode=None)
+    translator.floor_ns = start.mono_ns  # nothing the JVM prints happened before its member started
 
     stopping = threading.Event()
     jvm = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -550,12 +634,15 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     code = jvm.wait()
     err_thread.join(5)
     clean = stopping.is_set() and translator.shutdown
+    # the JVM ended after the last line it printed, and before now: an interval, not a point
+    ended = translator.unstamped()
     if not clean:
         events.emit(Kind.ERROR, message=f"VerifiableConsumer exited with {code} "
                     f"({'after' if translator.shutdown else 'without'} shutdown_complete)",
-                    error_code=None, error_name=None, fatal=True)
-    events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=clean, signal=None)
+                    error_code=None, error_name=None, fatal=True, log_ref=log.ref(), **ended)
+    events.emit(Kind.MEMBER_STOP, group=cfg.group, clean=clean, signal=None, **ended)
     events.close()
+    log.close()
     return 0 if clean else 1
 
 

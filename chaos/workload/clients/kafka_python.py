@@ -31,6 +31,11 @@ Not supported by kafka-python 2.2.15 (rejected with ``ValueError``):
 either: a member that falls out of the group only sees ``on_partitions_revoked``
 at its next rejoin (eager protocol).
 
+Client log: with a :class:`chaos.workload.clients.client_log.ClientLog` the ``kafka`` loggers go to
+the member's client log — ``kafka.coordinator`` at DEBUG (JoinGroup/SyncGroup sent and answered,
+heartbeats and their failures, generation resets), the rest of ``kafka`` at INFO (connections
+and disconnects, offset resets).
+
 Closing: ``KafkaConsumer.close`` leaves the group without calling
 ``on_partitions_revoked``; :meth:`close` reports the revocation itself first so
 that the member commits what it processed (as the Java client's
@@ -39,6 +44,7 @@ that the member commits what it processed (as the Java client's
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
@@ -52,6 +58,7 @@ from kafka.errors import KafkaError
 
 from chaos.model.workload import Assignor, Client, CommitMode
 from chaos.outcome import Outcome
+from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.consumer import Callbacks, CommitResult, Record, classify_commit
 from chaos.workload.spec import WorkerConfig
 
@@ -84,6 +91,15 @@ def commit_error(exc: BaseException) -> CommitResult:
     return classify_commit(code, type(exc).__name__)
 
 
+def keep_logs(log: ClientLog) -> None:
+    """Send kafka-python's loggers to ``log`` (module docstring); one member per worker process."""
+    root = logging.getLogger("kafka")
+    root.setLevel(logging.INFO)
+    root.propagate = False  # the client log only, not the worker's stderr
+    root.addHandler(log.handler())
+    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
+
+
 class _Listener(ConsumerRebalanceListener):
     def __init__(self, callbacks: Callbacks):
         self.callbacks = callbacks
@@ -100,9 +116,11 @@ class KafkaPythonClient:
     name = Client.KAFKA_PYTHON.value
     version = kafka.__version__
 
-    def __init__(self, cfg: WorkerConfig):
+    def __init__(self, cfg: WorkerConfig, log: ClientLog | None = None):
         spec = cfg.consumer
         assert spec is not None
+        if log is not None:
+            keep_logs(log)
         if spec.assignor is Assignor.COOPERATIVE_STICKY:
             raise ValueError("kafka-python has no cooperative-sticky assignor (no KIP-429): "
                              "use range, roundrobin or sticky, or client confluent-kafka/java")

@@ -65,3 +65,117 @@ def test_empty_history_is_vacuously_valid_or_unknown_never_a_crash():
     v = run_checkers(History(HEADER, ()))
     assert all(r.valid is not Validity.FALSE for r in v.results)
     assert not any("crashed" in r.summary for r in v.results), [r.summary for r in v.results]
+
+
+# ---------------------------------------------------------------------- issue 18: counted by what they are
+
+
+def sample(members: dict[str, list[int]], gen: int = 2, state: str = "Stable") -> dict:
+    return {"source": "observer", "kind": "group_state", "group": "g", "state": state, "coordinator": 1,
+            "protocol": "range", "generation": gen,
+            "members": [{"member_id": m, "instance_id": None, "client_id": f"consumer-{m[1:]}", "host": "/127.0.0.1",
+                         "assignment": [["t", p] for p in ps]} for m, ps in members.items()]}
+
+
+def test_a_double_listing_seen_in_many_samples_is_counted_per_partition_not_per_sample():
+    """The issue's "22 partition(s) owned by two members" for 2 partitions seen in 11 samples."""
+    h = history(*[sample({"m0": [0, 1], "m1": [0, 1]}) for _ in range(11)])
+    r = run_checkers(h, [CheckerName.OWNERSHIP_GENERATION]).result(CheckerName.OWNERSHIP_GENERATION)
+    assert r.valid is Validity.FALSE
+    assert r.summary.startswith("2 partition(s) owned by two members"), r.summary
+    assert "1 member pair(s)" in r.summary and "11 sample(s)" in r.summary
+    assert len(r.violations) == 2 and all("in 11 sample(s)" in f.description for f in r.violations)
+    assert r.metrics["overlapping_partitions"] == 2 and r.metrics["samples_listing_twice"] == 11
+
+
+def test_the_same_overlap_in_claims_and_samples_is_one_partition_and_one_pair():
+    h = history(own("assigned", "consumer-0", [0], 1, "m0"), own("assigned", "consumer-1", [0], 1, "m1"),
+                sample({"m0": [0], "m1": [0]}, gen=1), sample({"m0": [0], "m1": [0]}, gen=1))
+    r = run_checkers(h, [CheckerName.OWNERSHIP_GENERATION]).result(CheckerName.OWNERSHIP_GENERATION)
+    assert r.metrics["overlapping_partitions"] == 1 and r.metrics["overlap_pairs"] == 1, r.summary
+
+
+def offsets(value: int) -> dict:
+    return {"source": "observer", "kind": "committed_offsets", "group": "g", "coordinator": 1,
+            "offsets": [["t", 0, value], ["t", 1, value]]}
+
+
+def test_a_rollback_visible_in_many_samples_is_one_finding_per_partition():
+    h = history(offsets(300), *[offsets(200) for _ in range(6)])
+    r = run_checkers(h, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.FALSE
+    assert r.summary.startswith("2 partition(s) whose committed offset moved backwards"), r.summary
+    assert len(r.violations) == 2 and all("by 6 observation(s)" in f.description for f in r.violations)
+    assert all(f.evidence[0] == 1 and len(f.evidence) == 7 for f in r.violations)
+
+
+def test_zombie_overlaps_are_counted_per_partition_and_member_pair():
+    h = history(own("assigned", "consumer-0", [0, 1], 1, "m0"), own("assigned", "consumer-1", [0, 1], 2, "m1"),
+                own("revoked", "consumer-1", [0, 1], 2, "m1"), own("assigned", "consumer-1", [0, 1], 3, "m1"))
+    r = run_checkers(h, [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.FALSE
+    # 4 windows (two partitions, twice), 2 partitions, one pair
+    assert r.summary.startswith("2 partition(s) held by two members at once"), r.summary
+    assert "1 member pair(s); 2 overlap(s), 4 finding(s)" in r.summary
+
+
+# ---------------------------------------------------------------------- issue 18: evidence you can stand on
+
+
+def test_an_unknown_sample_lists_nobody_and_is_no_evidence_of_eviction():
+    h = history(own("assigned", "consumer-0", [0], 1, "m0"), own("assigned", "consumer-1", [0], 2, "m1"),
+                {**sample({}, gen=None, state="Unknown"), "coordinator": None, "protocol": None},
+                own("revoked", "consumer-0", [0], 1, "m0"))
+    assert run_checkers(h, [CheckerName.OWNERSHIP_TIME]).valid is Validity.FALSE
+    h = history(own("assigned", "consumer-0", [0], 1, "m0"), own("assigned", "consumer-1", [0], 2, "m1"),
+                sample({"m1": [0]}), own("revoked", "consumer-0", [0], 1, "m0"))
+    assert run_checkers(h, [CheckerName.OWNERSHIP_TIME]).valid is Validity.TRUE  # a real sample without m0
+
+
+def fault(kind: str, fault_type: str) -> dict:
+    base = {"source": "nemesis", "kind": kind, "fault_id": "f1", "fault_type": fault_type, "node": "consumer-0"}
+    return base if kind == "fault_end" else {**base, "target_role": "member", "params": {}, "trigger": "at_s=1"}
+
+
+def test_a_slow_link_is_named_as_such_beside_a_real_eviction_and_never_excuses_alone():
+    failed = {"source": "observer", "kind": "broker_log", "broker": 1, "group": "g", "event": "member_failed",
+              "generation": None, "member_id": "m0", "line": "Member m0 in group g has failed"}
+    window = [own("assigned", "consumer-0", [0], 1, "m0"), fault("fault_start", "latency")]
+    h = history(*window, own("assigned", "consumer-1", [0], 2, "m1"), own("revoked", "consumer-0", [0], 1, "m0"),
+                fault("fault_end", "latency"))
+    assert run_checkers(h, [CheckerName.OWNERSHIP_TIME]).valid is Validity.FALSE
+    h = history(*window, failed, own("assigned", "consumer-1", [0], 2, "m1"),
+                own("revoked", "consumer-0", [0], 1, "m0"), fault("fault_end", "latency"))
+    r = run_checkers(h, [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.TRUE
+    assert any("coordinator declared m0 failed (a latency fault" in f.description for f in r.findings), r.findings
+
+
+def test_an_assignment_known_only_within_an_interval_past_the_release_is_not_judged():
+    """consumer-1's assignment was read late (ts_uncertain_ns 50 ms): it may have come after consumer-0's revoke
+    10 ms after its lower bound, so the overlap is not certain."""
+    late = {**own("assigned", "consumer-1", [0], 2, "m1"), "ts_uncertain_ns": 50_000_000}
+    h = history(own("assigned", "consumer-0", [0], 1, "m0"), late, own("revoked", "consumer-0", [0], 1, "m0"))
+    r = run_checkers(h, [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.TRUE and r.metrics["uncertain_windows"] == 1, r.summary
+    exact = own("assigned", "consumer-1", [0], 2, "m1")
+    h = history(own("assigned", "consumer-0", [0], 1, "m0"), exact, own("revoked", "consumer-0", [0], 1, "m0"))
+    assert run_checkers(h, [CheckerName.OWNERSHIP_TIME]).valid is Validity.FALSE
+
+
+def test_an_uncertain_commit_is_judged_by_fencing_over_its_whole_interval():
+    """A Java commit read late (no JVM time) is stamped at the last JVM time before it, with ts_uncertain_ns up
+    to its reading: sent in [mono_ns, mono_ns + ts_uncertain_ns]. Generation 1 was current at the lower end:
+    legal. Stamped when read (after generation 2 stabilised), the same commit would read as stale."""
+    log = {"source": "observer", "kind": "broker_log", "broker": 1, "group": "g", "member_id": None}
+
+    def stabilized(gen: int) -> dict:
+        return {**log, "event": "stabilized", "generation": gen, "line": f"Stabilized group g generation {gen}"}
+
+    commit = {"source": "consumer-0", "kind": "commit", "group": "g", "offsets": [["t", 0, 1]], "generation": 1,
+              "member_id": "m0", "outcome": "ok", "error_code": None, "error_name": None, "auto": False}
+    uncertain = {**commit, "ts_uncertain_ns": 500_000_000, "answered_ns": 520_000_000}  # at position 2: 20 ms
+    assert run_checkers(history(stabilized(1), uncertain, stabilized(2)), [CheckerName.FENCING]).valid is Validity.TRUE
+    read_late = {**commit, "answered_ns": 31_000_000}  # at position 3: 30 ms, after generation 2
+    h = history(stabilized(1), stabilized(2), read_late)
+    assert run_checkers(h, [CheckerName.FENCING]).valid is Validity.FALSE

@@ -237,7 +237,9 @@ def test_both_logging_backends_route_the_kip848_loggers_to_stdout():
     for logger, level in CLIENT_LOGGERS.items():
         assert f"log4j.logger.{logger}={level}" in LOG4J
         assert f"name = {logger}" in LOG4J2
-    assert "CommitRequestManager" in LOG4J2 and "SYSTEM_OUT" in LOG4J2 and "@@log %p %c %m%n" in LOG4J2
+    # each line carries the JVM's time of logging (the Translator stamps errors with it, issue 18)
+    pattern = "@@log %d{yyyy-MM-dd'T'HH:mm:ss.SSSZ} %p %c %m%n"
+    assert "CommitRequestManager" in LOG4J2 and "SYSTEM_OUT" in LOG4J2 and pattern in LOG4J2 and pattern in LOG4J
 
 
 # ------------------------------------------------------------------ Java: translation

@@ -69,7 +69,7 @@ def run_member(tmp_path, monkeypatch, policy: HandlerErrorPolicy) -> tuple[int, 
                        handler=f"{__name__}:fails_on_offset_3")
     holder: dict = {}
 
-    def make(_cfg):
+    def make(_cfg, _log=None):
         holder["client"] = FakeClient(lambda: setattr(holder["member"], "stopping", True))
         return holder["client"]
 
