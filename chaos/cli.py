@@ -39,7 +39,12 @@ Environment:
   KAFKA_CHAOS_STATE        records of started processes and clusters (default /tmp/kafka-chaos)
   KAFKA_CHAOS_DOCKER_HOST  docker backend: use this engine (unix:///path.sock) instead of our own
   KAFKA_CHAOS_DOCKER_DIR   docker backend: our own engine's directory (default /tmp/kafka-chaos-docker)
-  KAFKA_CHAOS_DEBIAN_MIRROR  docker backend: Debian mirror for building images"""
+  KAFKA_CHAOS_DEBIAN_MIRROR  docker backend: Debian mirror for building images
+  KAFKA_CHAOS_INSTRUMENT   1: a Python process with chaos/instrument/site on PYTHONPATH records its
+                           confluent_kafka.Consumer (chaos.instrument) ...
+  KAFKA_CHAOS_EVENTS       ... into this events file,
+  KAFKA_CHAOS_MEMBER       ... as this member (default: the file's name),
+  KAFKA_CHAOS_GROUP        ... for consumers of this group only"""
 
 COMPLETION = """\b
 Shell completion (commands, options, experiment names):
