@@ -22,6 +22,7 @@ from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Assigned, Commit, Consumed, MemberStart, MemberStop, Revoked
 from chaos.history.reader import parse_line
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from tests import waiting
 
 PARTITIONS = 6
 RECORDS = 300
@@ -103,17 +104,7 @@ def start(cluster, run_dir: Path, name: str, topic: str, group: str, lane: str =
 
 
 def wait_for(what: str, fn, timeout: float = 60, workers=()):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        for w in workers:
-            if w.proc.poll() is not None:
-                pytest.fail(f"{w.cfg.name} exited {w.proc.returncode} while waiting for {what}: "
-                            f"{w.log_path.read_text()[-3000:]}")
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what}")
+    return waiting.wait_for(what, fn, timeout, workers, name=lambda w: w.cfg.name)
 
 
 def last_assigned(w: Worker) -> Assigned | None:

@@ -31,6 +31,7 @@ from chaos.history import EventWriter, merge_run, read_history
 from chaos.history.event import Assigned, Commit, Consumed, Kind, MemberStart, MemberStop, Revoked
 from chaos.history.reader import parse_line
 from chaos.outcome import Outcome
+from tests import waiting
 
 PARTITIONS = 4
 SITE = Path(chaos.instrument.__file__).parent / "site"
@@ -124,17 +125,7 @@ class App:
 
 
 def wait_for(what: str, fn, apps, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        for a in apps:
-            if a.proc.poll() is not None:
-                pytest.fail(f"{a.name} exited {a.proc.returncode} while waiting for {what}: "
-                            f"{a.log_path.read_text()[-3000:]}")
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what}")
+    return waiting.wait_for(what, fn, timeout, apps)
 
 
 def produce(cluster, topic: str, start: int, n: int, events: EventWriter) -> set[tuple[int, int]]:

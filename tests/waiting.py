@@ -1,0 +1,34 @@
+"""Bounded waiting in integration tests that run processes of their own."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+
+class Watched(Protocol):
+    """A process a test waits on: if it exits meanwhile, the wait fails at once with its output's tail."""
+
+    proc: subprocess.Popen
+    log_path: Path
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, watched: Iterable[Watched] = (),
+             name: Callable[[Any], str] = lambda w: getattr(w, "name", "a process")) -> Any:
+    """``fn()``'s first truthy value, polled every 0.3 s for at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        for w in watched:
+            if w.proc.poll() is not None:
+                pytest.fail(f"{name(w)} exited {w.proc.returncode} while waiting for {what}: "
+                            f"{w.log_path.read_text()[-3000:]}")
+        time.sleep(0.3)
+    pytest.fail(f"timed out waiting for {what}")
