@@ -260,10 +260,12 @@ class ClusterAdmin:
 
         return self.settled(ask, f"a description of group {group}") if wait else ask()
 
-    def committed_offsets(self, group: str, wait: bool = True) -> dict[tuple[str, int], int]:
-        """OffsetFetch for every partition the group committed: {(topic, partition): next offset}."""
+    def committed_offsets(self, group: str, wait: bool = True,
+                          coordinator: int | None = None) -> dict[tuple[str, int], int]:
+        """OffsetFetch for every partition the group committed: {(topic, partition): next offset}; at broker
+        ``coordinator`` when given (else at the one FindCoordinator names)."""
         def ask() -> dict[tuple[str, int], int]:
-            res = self._call(lambda c: c.list_consumer_group_offsets(group))
+            res = self._call(lambda c: c.list_consumer_group_offsets(group, group_coordinator_id=coordinator))
             return {(tp.topic, tp.partition): om.offset for tp, om in res.items()}
 
         return self.settled(ask, f"the committed offsets of group {group}") if wait else ask()

@@ -427,8 +427,13 @@ class GroupObserver:
 
     def _sample_offsets(self) -> None:
         try:
-            offsets = self.admin.committed_offsets(self.group, wait=False)
+            # OffsetFetch at the broker FindCoordinator just named, so the sample's ``coordinator`` is the broker
+            # that answered: a coordinator cut off (a zombie still holding the group) and its successor can
+            # answer differently, and the evidence must say which one did
             coordinator = self.admin.coordinator_id(self.group, wait=False)
+            if coordinator is None:
+                return
+            offsets = self.admin.committed_offsets(self.group, wait=False, coordinator=coordinator)
         except Exception:  # noqa: BLE001
             return
         rows = sorted([t, p, o] for (t, p), o in offsets.items() if o >= 0)
