@@ -7,6 +7,7 @@ with evidence citing the right events; each near miss must pass.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import yaml
 
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import CheckerName, Validity
-from chaos.history import read_history
+from chaos.history import BrokerLogEvent, read_history
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 MANIFEST = yaml.safe_load((FIXTURES / "MANIFEST.yaml").read_text())
@@ -71,3 +72,15 @@ def test_duplicates_counted_not_failed():
 def test_time_to_recover_metric():
     r = run_checkers(read_history(FIXTURES / "realistic-eager-roundrobin-faults.jsonl")).result(CheckerName.CONVERGENCE)
     assert r.valid is Validity.TRUE and 0 < r.metrics["time_to_recover_s"] < r.metrics["bound_s"]
+
+
+def test_deposed_coordinators_sample_is_set_aside_only_because_another_broker_loaded_the_group():
+    history = read_history(FIXTURES / "committed-offsets-deposed-coordinator-read.jsonl")
+    r = run_checkers(history, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.TRUE and r.metrics["stale_samples"] == 1, r.summary
+    assert any("answered by broker 1 after broker 2 had loaded the group" in f.description for f in r.findings)
+    # the same history without the new coordinator's loading line: the stale read is judged, and fails
+    without = replace(history, events=tuple(e for e in history.events
+                                            if getattr(e, "event", None) is not BrokerLogEvent.LOADING))
+    r = run_checkers(without, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.FALSE and r.metrics["stale_samples"] == 0, r.summary
