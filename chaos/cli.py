@@ -44,7 +44,12 @@ Environment:
                            confluent_kafka.Consumer (chaos.instrument) ...
   KAFKA_CHAOS_EVENTS       ... into this events file,
   KAFKA_CHAOS_MEMBER       ... as this member (default: the file's name),
-  KAFKA_CHAOS_GROUP        ... for consumers of this group only"""
+  KAFKA_CHAOS_GROUP        ... for consumers of this group only
+  Given to app/command members (consumers: [{app: ...}] / [{command: [...]}]), besides KAFKA_BOOTSTRAP_SERVERS,
+  KAFKA_GROUP_ID, KAFKA_TOPIC, KAFKA_CLIENT_ID and the spec's timeouts, protocol and assignor:
+  KAFKA_CHAOS_EVENTS       app: the instrumented consumer's events file; command: where the kafka-chaos
+                           ConsumerInterceptor writes its lines
+  KAFKA_CHAOS_INTERCEPTOR_JAR  command: that interceptor's jar, for a JVM application's classpath"""
 
 COMPLETION = """\b
 Shell completion (commands, options, experiment names):

@@ -18,6 +18,7 @@ from chaos.checkers import (
     committed_offsets,
     convergence,
     delivery,
+    evidence,
     faults,
     fencing,
     generations,
@@ -89,7 +90,9 @@ def run_checkers(history: History, names: Iterable[CheckerName | str] | None = N
     gc.disable()
     try:
         resolved = resolve(bounds or CheckerBounds(), history, index_of(history).of(MemberStart))
-        results = tuple(run_one(n, history, resolved, registry) for n in chosen)
+        # a true over members that recorded none of what the checker reads is unknown (chaos.checkers.evidence)
+        gaps, members = evidence.missing(history), evidence.application_members(history)
+        results = tuple(evidence.gate(run_one(n, history, resolved, registry), gaps, members) for n in chosen)
     finally:
         if was_enabled:
             gc.enable()

@@ -7,6 +7,7 @@ turns them into worker processes.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated
 
@@ -92,6 +93,30 @@ HANDLER_RETRIES = 3
 HANDLER_RETRY_BACKOFF_S = 0.1
 
 
+#: ``app:`` references: a dotted module path, a colon, a function name
+_APP_REF = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*")
+#: ConsumerSpec fields that drive kafka-chaos's own loop and mean nothing to an application member
+_OWN_LOOP_FIELDS = ("commit_mode", "auto_commit_interval_ms", "processing_delay_ms", "max_records", "process_chunk",
+                    "wrong_mode", "skip_every", "on_handler_error", "metadata_max_age_ms")
+#: What an ``app`` / ``command`` member process is given in its environment (docs/architecture.md, "Members that
+#: are the application"): where to connect, what to consume, and what the experiment declares about it.
+MEMBER_ENV = {
+    "KAFKA_BOOTSTRAP_SERVERS": "the member's lane: bootstrap servers through its own Toxiproxy proxies",
+    "KAFKA_GROUP_ID": "the group under test",
+    "KAFKA_TOPIC": "the topic the producers write",
+    "KAFKA_CLIENT_ID": "the member's name (consumer-N): set it as client.id so the coordinator's evidence names it",
+    "KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms of the spec (what faults and checkers assume)",
+    "KAFKA_MAX_POLL_INTERVAL_MS": "max_poll_interval_ms of the spec",
+    "KAFKA_GROUP_PROTOCOL": "classic or consumer (KIP-848)",
+    "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "the spec's assignor (classic protocol)",
+    "KAFKA_GROUP_INSTANCE_ID": "the spec's instance_id (KIP-345), when it has one",
+    "KAFKA_CHAOS_EVENTS": "optional: where the member may write events (app: the instrumented consumer does; "
+                          "command: lines of the kafka-chaos ConsumerInterceptor)",
+    "KAFKA_CHAOS_INTERCEPTOR_JAR": "command members: the RecordingConsumerInterceptor jar, for a JVM application's "
+                                   "classpath (interceptor.classes=io.kafkachaos.interceptor.RecordingConsumerInterceptor)",
+}
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
@@ -131,9 +156,21 @@ class ConsumerSpec(_Frozen):
     group_protocol: GroupProtocol = GroupProtocol.CLASSIC
     #: KIP-848 only: the coordinator's assignor; None = the broker's default (uniform)
     remote_assignor: RemoteAssignor | None = None
+    #: white box (issue 14): ``"package.module:function"`` — the application's own consumer loop, called with no
+    #: arguments in the member process, its ``confluent_kafka.Consumer`` instrumented (:mod:`chaos.instrument`);
+    #: configured by the environment (:data:`MEMBER_ENV`). None = kafka-chaos's own loop
+    app: str | None = None
+    #: black box (issue 14): the member is this program (argv), started as its own process and configured by the
+    #: environment (:data:`MEMBER_ENV`); judged from coordinator evidence and, where it writes them, interceptor lines
+    command: tuple[str, ...] | None = None
+    #: extra environment of an ``app`` or ``command`` member (on top of kafka-chaos's own and the driver's)
+    env: dict[str, str] = Field(default_factory=dict)
+    #: working directory of an ``app`` or ``command`` member (default: the driver's)
+    cwd: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ConsumerSpec:
+        self._check_application()
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
         if self.client is Client.CONFLUENT_KAFKA and self.max_poll_interval_ms < self.session_timeout_ms:
@@ -171,6 +208,38 @@ class ConsumerSpec(_Frozen):
                 raise ValueError("the Java VerifiableConsumer runs no handler, so on_handler_error does not apply: "
                                  "use a Python client (confluent-kafka, kafka-python) for a handler")
         return self
+
+    def _check_application(self) -> None:
+        """An ``app`` or ``command`` member runs the application's loop, not ours: the fields that drive our loop
+        would be silently ignored, so they are refused; the ones that describe the member to faults and checkers
+        (timeouts, protocol, instance id, assignor, lane) are passed to it in :data:`MEMBER_ENV`."""
+        if self.app is None and self.command is None:
+            if self.env or self.cwd is not None:
+                raise ValueError("env and cwd apply to app or command members only (the application's process)")
+            return
+        if self.app is not None and self.command is not None:
+            raise ValueError("give app (a Python function, white box) or command (any program, black box), not both")
+        if self.app is not None and not _APP_REF.fullmatch(self.app):
+            raise ValueError(f"app {self.app!r} is not 'package.module:function' (e.g. my_service.main:run)")
+        if self.command is not None and (not self.command or not self.command[0]):
+            raise ValueError("command is an empty list: give the program and its arguments, e.g. [java, -jar, app.jar]")
+        what = "app" if self.app is not None else "command"
+        article = "an" if self.app is not None else "a"
+        if self.client is not Client.CONFLUENT_KAFKA:
+            raise ValueError(f"client {self.client.value} does not apply to {article} {what} member: the application brings "
+                             "its own client (app members: confluent_kafka.Consumer, instrumented; kafka-python's "
+                             "KafkaConsumer is not instrumented yet)")
+        ours = {name: value for name in _OWN_LOOP_FIELDS
+                if (value := getattr(self, name)) != ConsumerSpec.model_fields[name].default}
+        if ours:
+            raise ValueError(f"{', '.join(sorted(ours))}: settings of kafka-chaos's own consumer loop, which "
+                             f"{article} {what} member does not run: drop them (the application commits, processes "
+                             "and handles errors itself)")
+
+    @property
+    def application(self) -> bool:
+        """The member runs the application's own code (``app`` or ``command``), not kafka-chaos's loop."""
+        return self.app is not None or self.command is not None
 
     @property
     def protocol(self) -> RebalanceProtocol:

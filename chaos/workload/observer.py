@@ -339,6 +339,11 @@ class GroupObserver:
         self.last_sample_ns = 0
         self.on_event: Callable[[object], None] | None = None
 
+    @property
+    def latest(self) -> GroupSample | None:
+        """The newest group sample written (None before the first)."""
+        return self._last_sample
+
     # ------------------------------------------------------------ lifecycle
     def start(self) -> GroupObserver:
         self._thread = threading.Thread(target=self._run, name="observer", daemon=True)

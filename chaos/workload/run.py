@@ -30,11 +30,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
+from chaos.errors import UsageError
 from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.model.workload import ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
+from chaos.workload import application
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
 from chaos.workload.spec import WorkerConfig
@@ -55,6 +57,9 @@ class WorkloadRun:
         self.experiment = experiment or {}
         #: "module:function" every member calls per record (the user's own processing logic)
         self.handler = handler
+        if handler is not None and any(c.application for c in spec.consumers):
+            raise UsageError("a handler runs inside kafka-chaos's own consumer loop: app and command members run the "
+                             "application's loop instead; drop the handler or those members")
         self.session: Session | None = None
         self.members: dict[str, ManagedProcess] = {}
         self._extra_created = False
@@ -65,6 +70,9 @@ class WorkloadRun:
         self.observer: GroupObserver | None = None
         self.admin: ClusterAdmin | None = None
         self._merged: Path | None = None
+        #: pids of members whose member_stop the runner wrote; spawn time of every process
+        self._stops_recorded: set[int] = set()
+        self._started_ns: dict[int, int] = {}
 
     # ------------------------------------------------------------ context
     def __enter__(self) -> WorkloadRun:
@@ -128,9 +136,28 @@ class WorkloadRun:
         wdir.mkdir(exist_ok=True)
         cfg_path = wdir / f"{name}.json"
         cfg_path.write_text(cfg.model_dump_json(indent=1))
-        proc = self.session.spawn(name, [sys.executable, "-m", "chaos.workload.worker", str(cfg_path)],
-                                  wdir / f"{name}.out")
+        spec = cfg.consumer
+        argv: list[str] = [sys.executable, "-m", "chaos.workload.worker", str(cfg_path)]
+        env = cwd = None
+        if spec is not None and spec.application:
+            jar = None
+            if spec.command is not None:
+                from chaos.workload.interceptor import ensure_interceptor
+
+                jar = ensure_interceptor()  # built by make setup; found in the cache at once
+                argv = list(spec.command)
+            env = application.member_env(spec, name=name, bootstrap=cfg.bootstrap, group=self.group, topic=self.topic,
+                                         run_dir=self.run_dir, interceptor_jar=jar)
+            cwd = Path(spec.cwd) if spec.cwd is not None else None
+        try:
+            proc = self.session.spawn(name, argv, wdir / f"{name}.out", cwd=cwd, env=env)
+        except FileNotFoundError as exc:
+            what = f"command {argv[0]!r} was not found" if exc.filename == argv[0] else f"cwd {exc.filename} does not exist"
+            raise UsageError(f"member {name}: {what}; fix its command / cwd (PATH is searched for the program)") from None
+        except PermissionError:
+            raise UsageError(f"member {name}: command {argv[0]!r} is not executable; fix its command") from None
         into[name] = proc
+        self._started_ns[proc.pid] = time.monotonic_ns()
         return proc
 
     def start_producer(self, name: str, spec: ProducerSpec | None = None) -> ManagedProcess:
@@ -184,8 +211,10 @@ class WorkloadRun:
         tmp.replace(path)  # the member never reads a half-written file
         self.members[name].signal(signal.SIGUSR1)
 
-    def _record_stop(self, name: str, sig: str) -> None:
-        """Write, for a member that died without a word, its in-flight commits (unknown) and its stop."""
+    def _record_stop(self, name: str, sig: str | None, clean: bool = False, since_ns: int | None = None) -> None:
+        """Write, for a member that died without a word, its in-flight commits (unknown) and its stop
+        (``since_ns``: it stopped at some moment after that, not now)."""
+        self._stops_recorded.add(self.members[name].pid)
         writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
         path = inflight_path(self.run_dir, name)
         for entry in InflightCommits.read(path):
@@ -193,7 +222,12 @@ class WorkloadRun:
                         member_id=entry["member_id"], outcome="unknown", error_code=None,
                         error_name=f"_KILLED_{sig}", auto=False)
         path.unlink(missing_ok=True)
-        writer.emit(Kind.MEMBER_STOP, group=self.group, clean=False, signal=sig)
+        if since_ns is None:
+            writer.emit(Kind.MEMBER_STOP, group=self.group, clean=clean, signal=sig)
+        else:
+            now = time.monotonic_ns()
+            writer.emit(Kind.MEMBER_STOP, group=self.group, clean=clean, signal=sig, mono_ns=since_ns,
+                        ts=time.time() - (now - since_ns) / 1e9, ts_uncertain_ns=now - since_ns)
         writer.close()
 
     def wait_assigned(self, timeout: float = 30.0) -> None:
@@ -201,12 +235,41 @@ class WorkloadRun:
         deadline = time.monotonic() + timeout
 
         def all_assigned():
+            self._refuse_ended_applications("during the warm-up")
             # a member that exited (e.g. fenced as a duplicate group.instance.id) is not waited for
             want = {n for n, p in self.members.items() if p.alive()}
-            got = {n for n in want if b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
+            got = {n for n in want if not self.member_specs[n].command
+                   and b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
+            got |= self._joined_black_boxes(want)
             return True if got == want else None
 
-        retry(all_assigned, deadline, "every running member to be assigned", interval=0.1)
+        try:
+            retry(all_assigned, deadline, "every running member to be assigned", interval=0.1)
+        except UsageError:
+            raise
+        except Exception:
+            for name, proc in self.members.items():
+                if self.member_specs[name].application and proc.alive():
+                    raise application.refuse_never_joined(name, self.member_specs[name], proc, timeout) from None
+            raise
+
+    def _refuse_ended_applications(self, when: str) -> None:
+        for name, proc in self.members.items():
+            spec = self.member_specs[name]
+            if spec.application and not proc.alive():
+                raise application.refuse_exit(name, spec, proc, when)
+
+    def _joined_black_boxes(self, running: set[str]) -> set[str]:
+        """Command members the coordinator lists: by client.id ($KAFKA_CLIENT_ID) when they use it, else by
+        count (the group has as many members as running member processes)."""
+        boxes = {n for n in running if self.member_specs[n].command}
+        sample = self.observer.latest if self.observer is not None else None
+        if not boxes or sample is None:
+            return set()
+        by_id = {m.client_id for m in sample.members} & boxes
+        if by_id == boxes or len(sample.members) >= len(running):
+            return boxes
+        return by_id
 
     # ------------------------------------------------------------ phases
     def wait_observed(self, since_ns: int, timeout: float = 30.0) -> bool:
@@ -285,12 +348,24 @@ class WorkloadRun:
             return self._merged
         self.phase(RunPhase.TEARDOWN)
         for name, proc in self.members.items():
+            black_box = self.member_specs[name].command is not None
             if proc.alive():
                 if self.cluster is not None:
                     proc.signal(signal.SIGCONT)
                 code = proc.terminate(grace=20)
-                if code is not None and code < 0:
+                if black_box:
+                    # asked to stop: a JVM's shutdown hooks end it with 128 + SIGTERM, Python's default with -SIGTERM
+                    self._record_stop(name, None if code == 0 else "SIGTERM",
+                                      clean=code in (0, 128 + signal.SIGTERM, -signal.SIGTERM))
+                elif code is not None and code < 0:
                     self._record_stop(name, signal.Signals(-code).name)
+            elif black_box and proc.pid not in self._stops_recorded:
+                # it ended on its own, at a moment nobody saw: somewhere between its start and now
+                code = proc.popen.poll()
+                self._record_stop(name, signal.Signals(-code).name if code is not None and code < 0 else None,
+                                  clean=code == 0, since_ns=self._started_ns.get(proc.pid))
+            if black_box:
+                application.translate_interceptor_lines(self.run_dir, name)
         for proc in self.producers.values():
             proc.terminate(grace=10)
         self.session.close(remove_dir=True)

@@ -19,6 +19,9 @@ def main(argv: list[str]) -> int:
         return run_producer(cfg)
     from chaos.model.workload import Client
 
+    if cfg.consumer is not None and cfg.consumer.app is not None:
+        from chaos.workload.application import run_app
+        return run_app(cfg)
     if cfg.consumer is not None and cfg.consumer.client is Client.JAVA:
         from chaos.workload.clients.java import run_java_consumer
         return run_java_consumer(cfg)

@@ -1,0 +1,94 @@
+"""Member-side evidence, and the checkers a run leaves without it (issue 14: the application as a member).
+
+kafka-chaos's own members record everything a checker reads. An application member records only what
+its instrumentation gives: an ``app:`` member (the instrumented ``confluent_kafka.Consumer``) records it
+all, a ``command:`` member nothing of its own — or, with the kafka-chaos ``ConsumerInterceptor``, what
+``poll`` returned and the commits the coordinator accepted, without generations. The coordinator's side
+(the observer's samples, committed offsets, coordinator log lines) is there for every member.
+
+A checker's ``true`` over a history in which a member it must read recorded none of the evidence it needs
+is no evidence of anything: :func:`gate` turns that ``true`` into ``unknown`` naming the members and what
+they did not record. A ``false`` stands (a violation shown on part of the members is shown), as does
+``unknown``. Only members the experiment declares as ``app`` or ``command`` (the run's header) are
+considered: a kafka-chaos member that recorded nothing of a kind did not do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from enum import StrEnum
+
+from chaos.checkers.index import index_of
+from chaos.checkers.result import CheckerName, Result, Validity
+from chaos.history import Assigned, Commit, Consumed, History, Lost, MemberStart, Revoked
+
+
+class MemberEvidence(StrEnum):
+    """Kinds of evidence only a member can give."""
+
+    #: ``member_start``: its configuration (client, assignor, timeouts, instance id)
+    START = "its configuration (member_start)"
+    #: ``assigned`` / ``revoked`` / ``lost``: what it believed it owned, and when
+    OWNERSHIP = "what it owned when (assigned/revoked/lost)"
+    #: ``consumed``: what it processed
+    CONSUMED = "what it processed (consumed)"
+    #: ``commit`` events carrying the generation or member epoch they were sent with
+    COMMIT_GENERATION = "its commits with their generation or epoch"
+
+
+#: what each checker reads from every member; the others read only the coordinator's side and the producers'
+NEEDS: Mapping[CheckerName, tuple[MemberEvidence, ...]] = {
+    CheckerName.OWNERSHIP_GENERATION: (MemberEvidence.OWNERSHIP,),
+    CheckerName.OWNERSHIP_TIME: (MemberEvidence.OWNERSHIP, MemberEvidence.CONSUMED),
+    CheckerName.FENCING: (MemberEvidence.COMMIT_GENERATION,),
+    CheckerName.DELIVERY: (MemberEvidence.CONSUMED,),
+    CheckerName.GENERATIONS: (MemberEvidence.OWNERSHIP,),
+    CheckerName.CONVERGENCE: (MemberEvidence.START,),
+    CheckerName.STATIC_MEMBERSHIP: (MemberEvidence.START,),
+    CheckerName.REBALANCE_LIVENESS: (MemberEvidence.START,),
+}
+
+
+def application_members(history: History) -> dict[str, str]:
+    """Member name -> ``app`` or ``command``, for the members the run's experiment declares so."""
+    workload = history.header.experiment.get("workload") if isinstance(history.header.experiment, Mapping) else None
+    consumers = workload.get("consumers") if isinstance(workload, Mapping) else None
+    out: dict[str, str] = {}
+    for i, spec in enumerate(consumers if isinstance(consumers, list) else []):
+        if isinstance(spec, Mapping):
+            if spec.get("command"):
+                out[f"consumer-{i}"] = "command"
+            elif spec.get("app"):
+                out[f"consumer-{i}"] = "app"
+    return out
+
+
+def missing(history: History) -> dict[MemberEvidence, list[str]]:
+    """Per evidence kind, the application members (sorted) that recorded none of it."""
+    members = application_members(history)
+    if not members:
+        return {}
+    idx = index_of(history)
+    has: dict[MemberEvidence, set[str]] = {
+        MemberEvidence.START: {e.source for e in idx.of(MemberStart)},
+        MemberEvidence.OWNERSHIP: {e.source for t in (Assigned, Revoked, Lost) for e in idx.of(t)},
+        MemberEvidence.CONSUMED: {e.source for e in idx.of(Consumed)},
+        MemberEvidence.COMMIT_GENERATION: {e.source for e in idx.of(Commit) if e.generation is not None},
+    }
+    out = {kind: sorted(m for m in members if m not in seen) for kind, seen in has.items()}
+    return {kind: names for kind, names in out.items() if names}
+
+
+def gate(result: Result, gaps: Mapping[MemberEvidence, list[str]], members: Mapping[str, str]) -> Result:
+    """``result`` as judged, unless it is ``true`` while members it must read recorded nothing it needs."""
+    if result.valid is not Validity.TRUE:
+        return result
+    lacking = [(kind, gaps[kind]) for kind in NEEDS.get(result.checker, ()) if kind in gaps]
+    if not lacking:
+        return result
+    said = "; ".join(f"{', '.join(f'{m} ({members[m]})' for m in names)} recorded nothing of {kind.value}"
+                     for kind, names in lacking)
+    return replace(result, valid=Validity.UNKNOWN,
+                   summary=f"not judged for every member: {said} — what was judged: {result.summary}",
+                   metrics={**result.metrics, "members_without_evidence": len({m for _, ns in lacking for m in ns})})
