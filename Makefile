@@ -11,6 +11,8 @@ STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
 	@$(BIN)/chaos setup
+	@# the ConsumerInterceptor jar for JVM command members, built from java/interceptor with Maven (cached)
+	@$(BIN)/python -m chaos.workload.interceptor >/dev/null
 
 # headless Chromium for the report's rendering test (Debian package; root). Without it that one test
 # is skipped and says why.

@@ -144,7 +144,10 @@ class WorkloadRun:
             if spec.command is not None:
                 from chaos.workload.interceptor import ensure_interceptor
 
-                jar = ensure_interceptor()  # built by make setup; found in the cache at once
+                try:
+                    jar = ensure_interceptor()  # built by make setup; found in the cache at once
+                except UsageError:
+                    jar = None  # an installed package without java/, or no Maven: the member is told no jar
                 argv = list(spec.command)
             env = application.member_env(spec, name=name, bootstrap=cfg.bootstrap, group=self.group, topic=self.topic,
                                          run_dir=self.run_dir, interceptor_jar=jar)
