@@ -47,6 +47,7 @@ NEEDS: Mapping[CheckerName, tuple[MemberEvidence, ...]] = {
     CheckerName.CONVERGENCE: (MemberEvidence.START,),
     CheckerName.STATIC_MEMBERSHIP: (MemberEvidence.START,),
     CheckerName.REBALANCE_LIVENESS: (MemberEvidence.START,),
+    CheckerName.RECORD_ANOMALIES: (MemberEvidence.OWNERSHIP, MemberEvidence.CONSUMED),
 }
 
 

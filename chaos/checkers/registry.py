@@ -25,6 +25,7 @@ from chaos.checkers import (
     ownership_generation,
     ownership_time,
     rebalance_liveness,
+    record_anomalies,
     static_membership,
 )
 from chaos.checkers.bounds import CheckerBounds, ResolvedBounds, resolve
@@ -50,6 +51,7 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.ASSIGNOR: assignor.check,
     CheckerName.FAULTS: faults.check,
     CheckerName.REBALANCE_LIVENESS: rebalance_liveness.check,
+    CheckerName.RECORD_ANOMALIES: record_anomalies.check,
 }
 
 

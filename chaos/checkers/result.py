@@ -47,6 +47,9 @@ class CheckerName(StrEnum):
     FAULTS = "faults"
     #: liveness during chaos: every rebalance phase ends within its protocol bound (issue 17)
     REBALANCE_LIVENESS = "rebalance-liveness"
+    #: record-level anomalies: lost records, poll skips / steps back within one ownership, inconsistent offsets;
+    #: duplicates per rebalance as figures (issue 16)
+    RECORD_ANOMALIES = "record-anomalies"
 
 
 @dataclass(frozen=True, slots=True)

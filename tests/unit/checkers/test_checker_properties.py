@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import Validity
+from chaos.checkers.result import CheckerName, Validity
 from chaos.checkers.simulation import CAUGHT_BY, Mutation, SimulationSpec, mutate, simulate
-from chaos.history import Assignor
+from chaos.history import Assignor, Consumed
 
 specs = st.builds(
     SimulationSpec,
@@ -30,9 +30,13 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @SETTINGS
 @given(specs)
 def test_valid_histories_pass_every_checker(spec):
-    verdict = run_checkers(simulate(spec))
+    history = simulate(spec)
+    verdict = run_checkers(history)
+    # a history too short to consume anything leaves record-anomalies without evidence: unknown, never true
+    consumed = any(type(e) is Consumed for e in history.events)
     bad = {r.checker.value: (r.summary, [f.description for f in r.violations][:3])
-           for r in verdict.results if r.valid is not Validity.TRUE}
+           for r in verdict.results if r.valid is not Validity.TRUE
+           and (consumed or r.checker is not CheckerName.RECORD_ANOMALIES or r.valid is not Validity.UNKNOWN)}
     assert not bad
 
 
