@@ -35,7 +35,7 @@ from kafka.errors import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from chaos.errors import InfrastructureError
+from chaos.errors import InfrastructureError, UsageError
 
 T = TypeVar("T")
 
@@ -356,8 +356,8 @@ def retry(fn: Callable[[], T | None], deadline: float, what: str, interval: floa
             value = fn()
             if value is not None:
                 return value
-        except InfrastructureError:
-            raise  # definite (a node died): waiting longer cannot help
+        except (InfrastructureError, UsageError):
+            raise  # definite (a node died, the input is wrong): waiting longer cannot help
         except Exception as exc:  # noqa: BLE001 - transient admin errors while nodes move
             last = exc
         if time.monotonic() >= deadline:
