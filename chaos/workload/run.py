@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
-from chaos.errors import UsageError
+from chaos.errors import InfrastructureError, UsageError
 from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
@@ -236,6 +236,7 @@ class WorkloadRun:
     def wait_assigned(self, timeout: float = 30.0) -> None:
         """Warm-up: until every running member has been assigned at least once (at most ``timeout`` s)."""
         deadline = time.monotonic() + timeout
+        waiting: set[str] = set()
 
         def all_assigned():
             self._refuse_ended_applications("during the warm-up")
@@ -244,16 +245,17 @@ class WorkloadRun:
             got = {n for n in want if not self.member_specs[n].command
                    and b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
             got |= self._joined_black_boxes(want)
+            waiting.clear()
+            waiting.update(want - got)
             return True if got == want else None
 
         try:
             retry(all_assigned, deadline, "every running member to be assigned", interval=0.1)
-        except UsageError:
-            raise
-        except Exception:
-            for name, proc in self.members.items():
-                if self.member_specs[name].application and proc.alive():
-                    raise application.refuse_never_joined(name, self.member_specs[name], proc, timeout) from None
+        except InfrastructureError:  # the timeout: an application member still waited for never joined
+            for name in sorted(waiting):
+                proc, spec = self.members[name], self.member_specs[name]
+                if spec.application and proc.alive():
+                    raise application.refuse_never_joined(name, spec, proc, timeout) from None
             raise
 
     def _refuse_ended_applications(self, when: str) -> None:
