@@ -103,8 +103,23 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     flagged_members: set[str] = set()
     streamed = idx.stream(_MEMBER_TYPES + (GroupStateSample, BrokerLog)) if kip848 else idx.stream(_MEMBER_TYPES)
     group_of: dict[str, str] = {}  # member source -> the group of its latest event
+    committed = Outcome.OK
     for e in cast("list[_MemberEvent | GroupStateSample | BrokerLog]", streamed):
         src = e.source
+        if type(e) is Consumed or type(e) is Commit:
+            # most of the stream: only the generation rule below applies (the general path, inlined)
+            group_of[src] = e.group
+            g = e.generation
+            if g is None or g < 0 or (type(e) is Commit and e.outcome is not committed):
+                continue
+            member_events += 1
+            h = high.get(src)
+            if h is None or g > h[0]:
+                high[src] = (g, e.seq)
+            elif g < h[0] and src not in flagged_members:
+                flagged_members.add(src)
+                log.violation(f"{src}: generation went back from {h[0]} to {g} ({e.kind})", h[1], e.seq)
+            continue
         if type(e) is BrokerLog:
             if e.event is BrokerLogEvent.GROUP_RECREATED:  # a new group: numbers start again (module docstring)
                 group_epoch_seen.pop(e.group, None)
@@ -141,8 +156,6 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 log.violation(f"group {e.group}: {src} rejoined after being fenced (lost) at member epoch "
                               f"{e.generation}, not above epoch {bound_epoch} that the group or the member had before",
                               bound_seq, lost_seq, e.seq)
-        if type(e) is Commit and e.outcome is not Outcome.OK:
-            continue
         g = e.generation
         if g is None or g < 0:
             continue

@@ -189,19 +189,24 @@ class _Members:
         self.owner: dict[str, tuple[str, int]] = {}  # member id -> (source, seq first reported)
         self.starts: dict[str, list[int]] = {}
         self.stops: dict[str, list[tuple[int, int]]] = {}
-        events = cast("list[Assigned | Revoked | Lost | Consumed | Commit | MemberStart | MemberStop]",
-                      idx.stream((Assigned, Revoked, Lost, Consumed, Commit, MemberStart, MemberStop)))
+        # starts and stops do not depend on the member ids' order: read from their own (ordered) lists
+        for s in idx.of(MemberStart):
+            self.starts.setdefault(s.source, []).append(s.mono_ns)
+        for t in idx.of(MemberStop):
+            self.stops.setdefault(t.source, []).append((t.mono_ns, t.seq))
+        events = cast("list[Assigned | Revoked | Lost | Consumed | Commit]",
+                      idx.stream((Assigned, Revoked, Lost, Consumed, Commit)))
+        ids, owner = self.ids, self.owner
         for e in events:
-            if type(e) is MemberStart:
-                self.starts.setdefault(e.source, []).append(e.mono_ns)
-            elif type(e) is MemberStop:
-                self.stops.setdefault(e.source, []).append((e.mono_ns, e.seq))
-            elif e.member_id:
-                mid = e.member_id
-                seen = self.ids.setdefault(e.source, [])
+            mid = e.member_id
+            if mid:
+                seen = ids.get(e.source)
+                if seen is None:
+                    seen = ids[e.source] = []
                 if not seen or seen[-1][1] != mid:
                     seen.append((e.mono_ns, mid, e.seq))
-                self.owner.setdefault(mid, (e.source, e.seq))
+                if mid not in owner:
+                    owner[mid] = (e.source, e.seq)
 
     def status(self, member_id: str, at_ns: int) -> tuple[str, str | None, tuple[int, ...]]:
         """(alive | ghost | dead | unknown, the process that held the id, evidence) at ``at_ns``.
@@ -635,6 +640,9 @@ def unavailability(idx: HistoryIndex, cutoff: int, faults: list[_Fault] | None =
             for n in f.nodes:
                 stopped.setdefault(n, []).append((f.start_ns, f.end_ns))
     holds: dict[tuple[str, str], set[tuple[str, int]]] = {}  # (group, source) -> partitions
+    # the inverse of ``holds``, kept in step with it: (group, partition) -> sources holding it. Recomputing
+    # it from ``holds`` at every change costs O(sources) per event (quadratic when members come and go).
+    holders_of: dict[tuple[str, tuple[str, int]], set[str]] = {}
     # per (group, partition): list of (ns, holders after)
     changes: dict[tuple[str, tuple[str, int]], list[tuple[int, frozenset[str]]]] = {}
     first_group: dict[str, int] = {}
@@ -654,8 +662,13 @@ def unavailability(idx: HistoryIndex, cutoff: int, faults: list[_Fault] | None =
             now = had - set(e.partitions)
         holds[key] = now
         for tp in had ^ now:
-            holders = frozenset(src for (g, src), ps in holds.items() if g == e.group and tp in ps)
-            changes.setdefault((e.group, tp), []).append((e.mono_ns, holders))
+            gtp = (e.group, tp)
+            held_by = holders_of.setdefault(gtp, set())
+            if tp in now:
+                held_by.add(e.source)
+            else:
+                held_by.discard(e.source)
+            changes.setdefault(gtp, []).append((e.mono_ns, frozenset(held_by)))
     end = min(cutoff, idx.last_ns)
     out: dict[tuple[str, int], float] = {}
     for g, tps in idx.group_partitions().items():
@@ -666,8 +679,17 @@ def unavailability(idx: HistoryIndex, cutoff: int, faults: list[_Fault] | None =
             if not steps:
                 total = max(end - first_group[g], 0)
             else:
-                bounds_ = [ns for ns, _ in steps[1:]] + [end]
-                total = sum(_unowned(ns, nxt, holders, stopped) for (ns, holders), nxt in zip(steps, bounds_, strict=True))
+                bounds_ = [ns for ns, _ in steps[1:]]
+                bounds_.append(end)
+                total = 0
+                for (ns, holders), nxt in zip(steps, bounds_, strict=True):
+                    # _unowned inlined for the common cases: nobody holds it, or no holder is ever stopped
+                    if nxt <= ns:
+                        continue
+                    if not holders:
+                        total += nxt - ns
+                    elif not stopped.keys().isdisjoint(holders):
+                        total += _unowned(ns, nxt, holders, stopped)
             out[tp] = out.get(tp, 0.0) + total / 1e9
     return out
 

@@ -32,6 +32,7 @@ from dataclasses import MISSING, dataclass, fields, is_dataclass
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Union, final, get_args, get_origin, get_type_hints
 
+import msgspec
 import orjson
 
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
@@ -520,8 +521,9 @@ class Header:
 # The records above are the schema: the converters below are derived from their field types by
 # :func:`converter_for` (nothing here lists field names), and so is the report's Spark schema
 # (``chaos.report.tables.event_schema``). Hand-written rather than cattrs or pydantic because the
-# reader parses a few hundred thousand events a second (bench/checkers.py), interns names, and
-# says in one line which field is wrong and what it must be; the same small type walk serves Spark.
+# reader interns names and says in one line which field is wrong and what it must be; the same small
+# type walk serves Spark. These converters are the reference path: ``read_history`` decodes with the
+# msgspec structs derived below ("the typed fast decoder") and falls back to them for the exact error.
 
 Converter = Callable[[Any, str], Any]
 
@@ -818,7 +820,7 @@ def from_dict(d: Mapping[str, Any]) -> Event:
     if not isinstance(d, dict):
         raise SchemaError(f"an event must be a JSON object, got {type(d).__name__}")
     kind = d.get("kind")
-    plan = _PLANS.get(kind)  # type: ignore[arg-type]
+    plan = _PLANS.get(kind) if type(kind) is str else None  # a list or object kind is unhashable
     if plan is None:
         if kind is None:
             raise SchemaError("event has no 'kind'")
@@ -842,6 +844,156 @@ def from_dict(d: Mapping[str, Any]) -> Event:
             raise SchemaError(f"{kind} event has unknown field(s) {', '.join(map(repr, extra))}")
     return cls(*values)
 
+
+# --------------------------------------------------------------------------- the typed fast decoder
+#
+# ``read_history`` decodes a million-event history with msgspec straight into typed records
+# ("wire" structs), then turns each into its event with a constructor generated once per class.
+# Both are derived here from the same dataclasses (:func:`_wire_type`, :func:`_post`), so the
+# schema stays in one place. The fast path only ever *accepts* a line the reference path above
+# (``orjson.loads`` + :func:`from_dict`) accepts with the same result: every wire type is at least
+# as strict (unknown event fields forbidden, integers bounded to the 64 bits orjson reads as
+# ``int``, JSON objects kept raw and re-read by orjson). A line it refuses, for whatever reason,
+# is read again by the reference path, which gives the one-line error
+# (tests/unit/history/test_fast_decoder.py compares the two on valid and invalid lines).
+
+#: orjson reads integers outside int64..uint64 as floats (then refused by :func:`_int`); msgspec
+#: bounds cannot reach uint64, so (2^63, 2^64) also takes the reference path, which accepts it
+_WIRE_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_WIRE_SCALARS: dict[Any, Any] = {
+    int: _WIRE_INT, Int32: _WIRE_INT, bool: bool, str: str, Name: str,
+    # _float keeps an integer an integer (ts 1 stays 1, as orjson + from_dict give it)
+    float: Union[_WIRE_INT, float],  # noqa: UP007 - a runtime type expression for msgspec
+    Annotated[str, NON_EMPTY]: Annotated[str, msgspec.Meta(min_length=1)],
+}
+_WIRE_STRUCTS: dict[type[Any], type[msgspec.Struct]] = {}
+_FROM_WIRE: dict[type[msgspec.Struct], Callable[[Any], Any]] = {}
+
+
+def _wire_type(hint: Any) -> Any:
+    """The msgspec type that accepts (at most) the JSON values ``converter_for(hint)`` accepts."""
+    if hint in _WIRE_SCALARS:
+        return _WIRE_SCALARS[hint]
+    inner = optional_of(hint)
+    if inner is not None:
+        return Union[_wire_type(inner), None]  # noqa: UP007 - a runtime type expression for msgspec
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return hint  # msgspec reads an enum by value, as _enum does
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _wire_struct(hint)
+    origin, args = get_origin(hint), get_args(hint)
+    if (origin is Mapping or hint is Mapping) and args in ((), (str, Any)):
+        return msgspec.Raw  # re-read by orjson (_raw_obj): the same dict, the same refusals
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return tuple[_wire_type(args[0]), ...]  # type: ignore[misc]
+    if origin is tuple and args and Ellipsis not in args:
+        return tuple[tuple(_wire_type(a) for a in args)]  # type: ignore[misc]
+    raise TypeError(f"event field type {hint!r} has no wire type; add a case to chaos.history.event._wire_type")
+
+
+def _post(hint: Any, expr: str, depth: int = 0) -> str | None:
+    """A Python expression turning the wire value ``expr`` into the record's value for ``hint``, or None
+    when the wire value already is it. Interns names and shares (topic, partition) tuples, as the
+    reference converters do."""
+    if hint == Name:
+        return f"_intern({expr})"
+    if hint == tuple[TopicPartition, ...]:
+        return f"_shared_tps({expr})"
+    inner = optional_of(hint)
+    if inner is not None:
+        got = _post(inner, expr, depth)
+        return None if got is None else f"(None if {expr} is None else {got})"
+    if isinstance(hint, type) and is_dataclass(hint):
+        return f"_from_{hint.__name__}({expr})"
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Mapping or hint is Mapping:
+        return f"_raw_obj({expr})"
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        var = f"_x{depth}"
+        got = _post(args[0], var, depth + 1)
+        return None if got is None else f"tuple([{got} for {var} in {expr}])"
+    if origin is tuple and args:
+        parts = [_post(a, f"{expr}[{i}]", depth) for i, a in enumerate(args)]
+        if all(p is None for p in parts):
+            return None
+        return "(" + "".join(f"{p or f'{expr}[{i}]'}, " for i, p in enumerate(parts)) + ")"
+    return None
+
+
+def _shared_tps(v: tuple[tuple[str, int], ...]) -> tuple[TopicPartition, ...]:
+    """As :func:`_tp_list`: one shared, interned tuple per (topic, partition)."""
+    cache = _TP_CACHE
+    out = []
+    for tp in v:
+        got = cache.get(tp)
+        if got is None:
+            got = cache[tp] = (_intern(tp[0]), tp[1])
+        out.append(got)
+    return tuple(out)
+
+
+def _raw_obj(raw: msgspec.Raw) -> Mapping[str, Any]:
+    return _obj(orjson.loads(memoryview(raw)), "")  # Raw is a buffer, not bytes
+
+
+def _wire_struct(cls: type[Any]) -> type[msgspec.Struct]:
+    """The msgspec struct mirroring a record (an event: tagged by ``kind``, unknown fields refused; a
+    nested record: unknown keys ignored, as :func:`_record` does), and its generated constructor of
+    ``cls`` (registered in ``_FROM_WIRE``)."""
+    got = _WIRE_STRUCTS.get(cls)
+    if got is not None:
+        return got
+    hints = field_hints(cls)
+    spec: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for f in fields(cls):
+        wire = _wire_type(hints[f.name])
+        spec.append((f.name, wire) if f.default is MISSING else (f.name, wire, f.default))
+    event = isinstance(cls, type) and issubclass(cls, Event)
+    options: dict[str, Any] = {"tag_field": "kind", "tag": cls.kind.value, "forbid_unknown_fields": True} \
+        if event else {}
+    # gc=False: wire structs hold no cycles, and untracked objects keep the collector out of the hot path
+    struct = msgspec.defstruct(f"Wire{cls.__name__}", spec, gc=False, **options)
+    _WIRE_STRUCTS[cls] = struct
+    # Generated once per class, as dataclasses generates __init__. A frozen dataclass's __init__ sets each
+    # field through object.__setattr__ (~90 ns a field); the records have no __post_init__, so the
+    # constructor writes the slots directly through their descriptors (the same storage, half the time).
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_intern": _intern,
+                                 "_shared_tps": _shared_tps, "_raw_obj": _raw_obj}
+    namespace.update({f"_from_{c.__name__}": _FROM_WIRE[s] for c, s in _WIRE_STRUCTS.items() if s in _FROM_WIRE})
+    body = []
+    for i, f in enumerate(fields(cls)):
+        namespace[f"_set{i}"] = getattr(cls, f.name).__set__  # the slot's member descriptor
+        body.append(f"    _set{i}(e, {_post(hints[f.name], f'w.{f.name}') or f'w.{f.name}'})\n")
+    exec(f"def _from_{cls.__name__}(w):\n    e = _new(_cls)\n{''.join(body)}    return e\n", namespace)  # noqa: S102
+    _FROM_WIRE[struct] = namespace[f"_from_{cls.__name__}"]
+    return struct
+
+
+_WIRE_DECODER = msgspec.json.Decoder(Union[tuple(_wire_struct(cls) for cls in EVENT_TYPES)])  # noqa: UP007
+
+
+def decode_events(data: bytes, start: int, end: int, lines: int) -> list[Event] | None:
+    """The events of ``data[start:end]``: ``lines`` complete lines, each ending in a newline; or None
+    when any of them does not decode on the fast path: the caller then reads those lines with
+    :func:`from_dict`, whose error is the one to report (a line the fast path refuses may still be
+    valid: an integer in (2^63, 2^64)). Order (``seq``, ``mono_ns``) is the caller's to check.
+
+    msgspec's ``decode_lines`` reads a stream of JSON values, blind to where lines end; it is used only
+    when every line starts with ``{`` and ends with ``}`` (no blank line, no surrounding whitespace).
+    Then a newline can only be a boundary between values (JSON never has ``}`` then ``{`` inside one
+    value, and a string cannot hold a raw newline), so as many values as lines means one per line.
+    """
+    if (lines < 1 or data[start] != 0x7B or data[end - 2:end] != b"}\n"  # 0x7B: "{"
+            or data.count(b"}\n{", start, end) != lines - 1):
+        return None
+    try:
+        wire = _WIRE_DECODER.decode_lines(memoryview(data)[start:end])
+        if len(wire) != lines:
+            return None  # some line holds two values (and another line none)
+        from_wire = _FROM_WIRE
+        return [from_wire[type(w)](w) for w in wire]
+    except (msgspec.MsgspecError, ValueError, RecursionError):
+        return None
 
 Encoder = Callable[[Any], Any]
 
