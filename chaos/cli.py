@@ -33,6 +33,9 @@ Exit codes:
   3  inconclusive: a checker said unknown (not a pass)
   130  interrupted (Ctrl-C); everything started was stopped"""
 
+#: lines of a non-true run's explanation `chaos run` prints under its result line
+EXPLAIN_LINES = 12
+
 ENVIRONMENT = """\b
 Environment:
   KAFKA_CHAOS_CACHE        Kafka jars and Toxiproxy (default ~/.cache/kafka-chaos)
@@ -624,6 +627,11 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
         if not as_json:
             click.echo(f"{mark:5s} {oc.experiment} run {oc.index} seed {oc.seed} verdict {oc.valid} "
                        f"{oc.wall_s:.1f}s {extra}  -> {oc.run_dir}")
+            if oc.explanation:
+                # root cause first: what happened to the run, then the invariants (all of it: `chaos check` again)
+                lines = oc.explanation.splitlines()
+                more = f"\n      ... (chaos check {oc.run_dir} for the rest)" if len(lines) > EXPLAIN_LINES else ""
+                click.echo("\n".join(f"      {line}" for line in lines[:EXPLAIN_LINES]) + more)
 
     from dataclasses import asdict
     try:

@@ -124,7 +124,18 @@ def load_experiment(path: str | Path, extra: tuple[Path, ...] | list[Path] = ())
     from chaos.spec_file import read_spec_file
 
     p = resolve_experiment(path, extra)
-    return parse_experiment(read_spec_file(p), str(p))
+    return _in_its_directory(parse_experiment(read_spec_file(p), str(p)), p.parent)
+
+
+def _in_its_directory(exp: Experiment, base: Path) -> Experiment:
+    """An experiment file's ``app`` / ``command`` members run in the file's directory: a relative ``cwd`` is
+    relative to it and the default is it, so the file runs the same from anywhere."""
+    consumers = exp.workload.consumers
+    if not any(c.application for c in consumers):
+        return exp
+    fixed = tuple(c.model_copy(update={"cwd": str((base / (c.cwd or ".")).resolve())}) if c.application else c
+                  for c in consumers)
+    return exp.model_copy(update={"workload": exp.workload.model_copy(update={"consumers": fixed})})
 
 
 def json_schema() -> dict[str, Any]:

@@ -141,7 +141,7 @@ def judge_once(cluster: Cluster, exp: Experiment, seed: int, run_dir: Path, inde
             oc.expected = set(oc.failed_checkers) >= {c.value for c in exp.expect_violation}
         else:
             oc.expected = verdict.valid is Validity.TRUE
-        if not oc.expected:
+        if verdict.valid is not Validity.TRUE:  # an expected violation is explained too: what broke, and why
             from chaos.harness import explain
             oc.explanation = explain(verdict, run_dir)
     except UsageError as exc:

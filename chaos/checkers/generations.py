@@ -64,6 +64,7 @@ from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS, kip848_groups
+from chaos.checkers.evidence import application_members
 from chaos.checkers.index import HistoryIndex, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import (
@@ -104,11 +105,17 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     streamed = idx.stream(_MEMBER_TYPES + (GroupStateSample, BrokerLog)) if kip848 else idx.stream(_MEMBER_TYPES)
     group_of: dict[str, str] = {}  # member source -> the group of its latest event
     committed = Outcome.OK
+    # chaos.instrument's ``consumed`` of an app member keeps the generation its record was *handed over* in,
+    # recorded when the application is done with it — after a later assignment, for a buffered loop: not a
+    # generation the member went back to (its assignments and commits are judged)
+    marked_late = {m for m, how in application_members(history).items() if how == "app"}
     for e in cast("list[_MemberEvent | GroupStateSample | BrokerLog]", streamed):
         src = e.source
         if type(e) is Consumed or type(e) is Commit:
             # most of the stream: only the generation rule below applies (the general path, inlined)
             group_of[src] = e.group
+            if type(e) is Consumed and src in marked_late:
+                continue
             g = e.generation
             if g is None or g < 0 or (type(e) is Commit and e.outcome is not committed):
                 continue

@@ -106,6 +106,7 @@ MEMBER_ENV = {
     "KAFKA_TOPIC": "the topic the producers write",
     "KAFKA_CLIENT_ID": "the member's name (consumer-N): set it as client.id so the coordinator's evidence names it",
     "KAFKA_SESSION_TIMEOUT_MS": "session_timeout_ms of the spec (what faults and checkers assume)",
+    "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat_interval_ms of the spec",
     "KAFKA_MAX_POLL_INTERVAL_MS": "max_poll_interval_ms of the spec",
     "KAFKA_GROUP_PROTOCOL": "classic or consumer (KIP-848)",
     "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "the spec's assignor (classic protocol)",
@@ -165,7 +166,8 @@ class ConsumerSpec(_Frozen):
     command: tuple[str, ...] | None = None
     #: extra environment of an ``app`` or ``command`` member (on top of kafka-chaos's own and the driver's)
     env: dict[str, str] = Field(default_factory=dict)
-    #: working directory of an ``app`` or ``command`` member (default: the driver's)
+    #: working directory of an ``app`` or ``command`` member; in an experiment file relative to the file's directory,
+    #: which is also the default (elsewhere: the driver's)
     cwd: str | None = None
 
     @model_validator(mode="after")
@@ -250,6 +252,18 @@ class ConsumerSpec(_Frozen):
         return RebalanceProtocol.EAGER
 
 
+class Partitioner(StrEnum):
+    """The partitioners of a keyed producer (librdkafka ``partitioner``) that place a key as Kafka's Java
+    producer does: ``toPositive(murmur2(keyBytes)) % numPartitions`` (``org.apache.kafka.common.utils.Utils``,
+    ``BuiltInPartitioner.partitionForKey``). They differ only for null keys, which a keyed workload never sends:
+    ``murmur2_random`` spreads them (the Java client's default), ``murmur2`` sends them all to one partition.
+    librdkafka's own default, ``consistent_random`` (CRC32), is not offered: the key-placement checker
+    judges the Java placement."""
+
+    MURMUR2_RANDOM = "murmur2_random"
+    MURMUR2 = "murmur2"
+
+
 class ProducerSpec(_Frozen):
     """One producer writing unique, checkable values with acks=all and idempotence."""
 
@@ -259,6 +273,26 @@ class ProducerSpec(_Frozen):
     count: Annotated[int, Field(ge=1)] | None = None
     delivery_timeout_ms: Annotated[int, Field(ge=1000)] = 30000
     lane: str = "lane0"
+    #: None: every record has its own key (its number; librdkafka's default partitioner spreads them), as before.
+    #: N: a keyed workload — each record carries one of N keys ``k0..k<N-1>``, drawn from a generator seeded by
+    #: the run's seed and the producer's name, placed by :attr:`partitioner` (judged by key-placement)
+    keys: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    #: keyed producers only: how a key is placed (default murmur2_random, the Java producer's placement)
+    partitioner: Partitioner | None = None
+
+    @model_validator(mode="after")
+    def _check_keys(self) -> ProducerSpec:
+        if self.partitioner is not None and self.keys is None:
+            raise ValueError("partitioner applies to keyed producers only: set keys: N (the number of keys) or "
+                             "drop partitioner")
+        return self
+
+    @property
+    def key_partitioner(self) -> Partitioner | None:
+        """The partitioner a keyed producer uses (None for an unkeyed one)."""
+        if self.keys is None:
+            return None
+        return self.partitioner or Partitioner.MURMUR2_RANDOM
 
 
 class WorkloadSpec(BaseModel):

@@ -52,6 +52,7 @@ def member_env(spec: ConsumerSpec, *, name: str, bootstrap: str, group: str, top
     env.update({
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_GROUP_ID": group, "KAFKA_TOPIC": topic, "KAFKA_CLIENT_ID": name,
         "KAFKA_SESSION_TIMEOUT_MS": str(spec.session_timeout_ms),
+        "KAFKA_HEARTBEAT_INTERVAL_MS": str(spec.heartbeat_interval_ms),
         "KAFKA_MAX_POLL_INTERVAL_MS": str(spec.max_poll_interval_ms),
         "KAFKA_GROUP_PROTOCOL": spec.group_protocol.value,
         "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": spec.assignor.value,
