@@ -49,7 +49,7 @@ test: setup setup-browser setup-docker lint
 
 # ruff and mypy (config in pyproject.toml); silent when clean
 lint: setup
-	@$(BIN)/ruff check --quiet chaos tests bench fixtures
+	@$(BIN)/ruff check --quiet chaos tests bench fixtures examples
 	@$(BIN)/mypy --no-error-summary chaos
 
 test-fast: setup

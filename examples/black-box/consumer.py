@@ -1,0 +1,65 @@
+"""A consumer kafka-chaos knows nothing about: run as a ``command:`` member, judged from the coordinator's side.
+
+Any program could stand here (Go, Node, a packaged service): kafka-chaos starts it with the member
+environment (``KAFKA_BOOTSTRAP_SERVERS``, ``KAFKA_GROUP_ID``, ``KAFKA_TOPIC``, ``KAFKA_CLIENT_ID``, the timeouts)
+and does not instrument it. It is plain confluent-kafka: poll, process, commit synchronously after processing,
+close on SIGTERM. Since it records nothing itself, the checkers that need a member's own account (what it
+processed, what it owned when, the generation of its commits) answer ``unknown``, never ``true``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from types import FrameType
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+stopping = False
+
+
+def stop(signum: int, frame: FrameType | None) -> None:
+    global stopping
+    stopping = True
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, stop)
+    env = os.environ
+    session_ms = int(env.get("KAFKA_SESSION_TIMEOUT_MS", "45000"))
+    conf = {"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"], "group.id": env["KAFKA_GROUP_ID"],
+            "client.id": env.get("KAFKA_CLIENT_ID", "black-box"),  # how the coordinator's evidence names it
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "max.poll.interval.ms": int(env.get("KAFKA_MAX_POLL_INTERVAL_MS", "300000"))}
+    if env.get("KAFKA_GROUP_PROTOCOL", "classic") == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": session_ms, "heartbeat.interval.ms": max(100, session_ms // 3),
+                     "partition.assignment.strategy": env.get("KAFKA_PARTITION_ASSIGNMENT_STRATEGY", "range")})
+    consumer = Consumer(conf)
+    consumer.subscribe([env["KAFKA_TOPIC"]])
+    try:
+        while not stopping:
+            records = []
+            for m in consumer.consume(100, 0.5):
+                err = m.error()
+                if err is None:
+                    records.append(m)
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    print(f"poll: {err}", file=sys.stderr, flush=True)
+            for _ in records:
+                time.sleep(0.002)  # the processing
+            if records:
+                try:
+                    consumer.commit(asynchronous=False)  # the positions after this batch: all processed
+                except KafkaException as exc:
+                    print(f"commit refused: {exc}", file=sys.stderr, flush=True)
+    finally:
+        consumer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The examples a newcomer runs (examples/, issue 14 item 4), run as a newcomer runs them.
+
+Each example directory is copied outside the repository (``tmp_path``) and ``chaos run <experiment>.yaml``
+is run there with the venv's ``chaos`` in a subprocess (``PATH`` starting with the venv's ``bin``, so a
+``python3`` command member has confluent-kafka, and ``java`` / ``mvn`` come from the system). The verdicts
+are read from ``chaos run --json`` and each run's ``checks.json``; the broken variants' text from
+``chaos check RUN_DIR``, the text a user reads, which must start with what happened to the run.
+
+One ``chaos run`` per example directory: its experiments share one cluster (the runner's pool), which keeps
+the module to about 5 minutes of cluster time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.cluster.runtime import cache_root
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BIN = Path(sys.executable).parent
+#: what a member records of its own when it is not instrumented (chaos.checkers.evidence.MemberEvidence)
+NOTHING_OF = "recorded nothing of"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the repository on the path
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "/usr/bin:/bin")])
+    return env
+
+
+def _copy(example: str, tmp_path: Path) -> Path:
+    dest = tmp_path / example
+    shutil.copytree(EXAMPLES / example, dest, ignore=shutil.ignore_patterns("target", "__pycache__", "runs"))
+    return dest
+
+
+def _chaos(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "chaos"), *args], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _run(cwd: Path, *experiments: str) -> dict[str, dict[str, Any]]:
+    """``chaos run EXPERIMENTS --json`` in ``cwd``; experiment name -> its outcome, with its checks.json."""
+    res = _chaos(cwd, "run", *experiments, "--seed", "1", "--out", str(cwd / "runs"), "--json")
+    assert res.returncode in (0, 1, 3), f"exit {res.returncode}: {res.stderr[-3000:]}"
+    outcomes = {o["experiment"]: o for o in json.loads(res.stdout)}
+    for o in outcomes.values():
+        assert o["valid"] != "error", o["error"]
+        o["exit"] = res.returncode
+        checks = json.loads((Path(o["run_dir"]) / "checks.json").read_text())
+        o["checks"] = {r["checker"]: r for r in checks["results"]}
+        o["incidents"] = checks["incidents"]
+    return outcomes
+
+
+def _verdicts(outcome: dict[str, Any]) -> dict[str, str]:
+    return {name: r["valid"] for name, r in outcome["checks"].items()}
+
+
+# ----------------------------------------------------------------------------------------- python-service
+
+@pytest.fixture(scope="module")
+def python_service(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    cwd = _copy("python-service", tmp_path_factory.mktemp("outside-the-repo"))
+    return _run(cwd, "orders-coordinator-kill.yaml", "orders-paused-past-session-timeout.yaml",
+                "broken-commit-before-process.yaml", "broken-keeps-revoked.yaml")
+
+
+@pytest.mark.parametrize("experiment", ["orders-coordinator-kill", "orders-paused-past-session-timeout"])
+def test_the_orders_service_keeps_its_promises(python_service, experiment):
+    o = python_service[experiment]
+    assert o["valid"] == "true", (_verdicts(o), o["explanation"])
+    assert o["expected"]
+    # judged on the application's own records: the instrumented consumer recorded what it processed
+    assert all("members_without_evidence" not in r["metrics"] for r in o["checks"].values())
+    assert o["checks"]["delivery"]["metrics"]["consumed_records"] >= o["checks"]["delivery"]["metrics"]["produced"] > 0
+    if experiment == "orders-paused-past-session-timeout":
+        # the frozen member was a zombie (the coordinator gave its partitions away) and that was explained
+        assert o["checks"]["ownership-time"]["metrics"]["zombie_windows"] > 0
+
+
+@pytest.mark.parametrize(("experiment", "checker", "root_cause"), [
+    # the planned kills of consumer-1 are the plan, not incidents: the first failure names its early commits
+    ("broken-commit-before-process", "delivery", ("consumer-1 committed", "had not been processed")),
+    ("broken-keeps-revoked", "ownership-time", ("consumer-1 processed", "without holding it while")),
+])
+def test_a_broken_variant_is_caught_by_the_right_checker_root_cause_first(python_service, experiment, checker,
+                                                                          root_cause):
+    o = python_service[experiment]
+    assert o["valid"] == "false" and o["expected"] and o["exit"] == 0, _verdicts(o)
+    assert checker in o["failed_checkers"]
+    run_dir = Path(o["run_dir"])
+    res = _chaos(run_dir.parent, "check", str(run_dir), timeout=300)
+    assert res.returncode == 1, res.stderr[-2000:]
+    text = [line.strip() for line in res.stdout.splitlines()[1:] if not line.strip().startswith("note:")]
+    # what happened to the run comes first (none here: nothing died that the plan did not kill), then the
+    # checkers; the first failing one is the one this variant is written to be caught by, and its first
+    # finding names the broken member and what it did
+    failing = [i for i, line in enumerate(text) if line.startswith("[FAIL]")]
+    assert failing, text[:20]
+    if o["incidents"]:
+        assert text[0].startswith("what happened to the run"), text[:5]
+    assert text[failing[0]].split()[1] == checker, text[:20]
+    first = text[failing[0] + 1]
+    assert all(part in first for part in root_cause), first
+
+
+# ----------------------------------------------------------------------------------------- java-consumer
+
+def _maven_build(cwd: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None or shutil.which("java") is None:
+        pytest.skip("the Java example needs a JDK and Maven on PATH (make setup checks both)")
+    base = [mvn, "-B", "-q", f"-Dmaven.repo.local={cache_root() / 'm2'}", "package"]
+    for argv in ([*base, "-o"], base):  # offline first: kafka-clients and the plugins are cached by make setup
+        res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+        if res.returncode == 0:
+            return
+    raise AssertionError(f"mvn package failed: {res.stdout[-2000:]}{res.stderr[-2000:]}")
+
+
+def test_the_java_consumer_is_judged_through_the_interceptor(tmp_path):
+    cwd = _copy("java-consumer", tmp_path)
+    _maven_build(cwd)
+    assert (cwd / "target" / "orders-consumer.jar").is_file()
+    o = _run(cwd, "java-consumer.yaml")["java-consumer"]
+    verdicts = _verdicts(o)
+    # what the interceptor lines and the coordinator support is judged ...
+    assert verdicts["delivery"] == "true", o["checks"]["delivery"]["summary"]
+    assert o["checks"]["delivery"]["metrics"]["consumed_records"] >= o["checks"]["delivery"]["metrics"]["produced"] > 0
+    assert verdicts["committed-offsets"] == "true", o["checks"]["committed-offsets"]["summary"]
+    # ... what needs assignments or generations (the interceptor sees neither) is not, and says why
+    for name in ("ownership-generation", "ownership-time", "generations"):
+        assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
+    assert verdicts["fencing"] == "unknown" and "no generation" in o["checks"]["fencing"]["summary"], verdicts
+    assert "false" not in verdicts.values(), verdicts
+    assert o["valid"] == "unknown" and o["exit"] == 3
+
+
+# ----------------------------------------------------------------------------------------- black-box
+
+def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(tmp_path):
+    cwd = _copy("black-box", tmp_path)
+    o = _run(cwd, "black-box.yaml")["black-box"]
+    verdicts = _verdicts(o)
+    assert o["valid"] == "unknown" and o["exit"] == 3, verdicts
+    assert "false" not in verdicts.values(), verdicts
+    # nothing the members would have had to record comes out true; each says which members lacked what
+    for name in ("delivery", "ownership-generation", "ownership-time", "fencing", "generations"):
+        assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
+    assert "consumer-1 (command)" in o["checks"]["delivery"]["summary"]
+    # the coordinator's own evidence is judged
+    assert verdicts["committed-offsets"] == "true", o["checks"]["committed-offsets"]["summary"]
