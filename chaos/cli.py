@@ -496,7 +496,7 @@ def _trigger_text(trigger) -> str:
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print a JSON list of faults: fault_id, type, target, node, at_s (null: state trigger), "
-                   "duration_s, trigger")
+                   "duration_s, trigger, direction")
 def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: bool) -> None:
     """Print the fault schedule of EXPERIMENT (a .yaml file or a catalogue name) for a seed: which
     fault fires when, on what, for how long. The same seed gives the same schedule in `chaos run`."""
@@ -508,7 +508,8 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     planned = make_plan(exp, seed)
     docs: list[dict[str, Any]] = [
         {"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value, "node": f.spec.node,
-         "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger)}
+         "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger),
+         "direction": f.spec.direction.value}
         for f in planned]
     if as_json:
         click.echo(json.dumps(docs, indent=1))
@@ -525,7 +526,8 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     for d, f in zip(docs, planned, strict=False):
         target = d["target"] + (f" {d['node']}" if d["node"] else "")
         at = f"{d['at_s']:g} s" if d["at_s"] is not None else "on state"
-        table.add_row(d["fault_id"], at, d["type"], target, f"{d['duration_s']:g} s", _trigger_text(f.spec.trigger))
+        kind = d["type"] + (f" {d['direction']}" if d["direction"] != "both" else "")  # one-way link fault
+        table.add_row(d["fault_id"], at, kind, target, f"{d['duration_s']:g} s", _trigger_text(f.spec.trigger))
     _print_table(table)
 
 

@@ -93,7 +93,7 @@ class ChaosControl:
     @contextmanager
     def fault(self, type: str, target: str, *, node: str | None = None, when: str | None = None,
               links: str = "all", params: dict[str, float] | None = None, partition: int = 0,
-              timeout_s: float = 30.0) -> Iterator[list[str]]:
+              direction: str = "both", timeout_s: float = 30.0) -> Iterator[list[str]]:
         """Inject a fault (waiting first for group state ``when``, if given); heal it on exit.
 
         Yields the resolved nodes. Raises :class:`UsageError` for an invalid
@@ -105,7 +105,7 @@ class ChaosControl:
         trigger = Trigger(state=when, timeout_s=timeout_s) if when else Trigger(at_s=0)
         try:
             spec = FaultSpec(type=type, target=target, node=node, links=links, params=params or {},
-                             partition=partition, trigger=trigger, duration_s=0)
+                             partition=partition, trigger=trigger, duration_s=0, direction=direction)
         except Exception as exc:  # pydantic's ValidationError: one line
             detail = exc.errors()[0]["msg"] if hasattr(exc, "errors") else exc
             raise UsageError(f"fault {type} on {target}: {detail}") from None

@@ -158,6 +158,21 @@ class Trigger(_Strict):
         return f"{k}={v.model_dump() if isinstance(v, BaseModel) else v}"
 
 
+class Direction(StrEnum):
+    """Which way a Toxiproxy link fault acts on a client link (a member's lane, a broker's client lanes).
+
+    Every client link is a proxy whose listener the client connects to and whose upstream is a broker's
+    lane listener, so Toxiproxy's ``upstream`` stream carries the client's requests and ``downstream``
+    the broker's responses (Toxiproxy README, "Toxics": each toxic applies to one ``stream``). A one-way
+    fault makes outcomes unknown: with ``to_client`` a request is applied by the broker (a commit
+    stored in ``__consumer_offsets``) while its response never arrives.
+    """
+
+    BOTH = "both"              # both streams (every link fault before one-way faults existed)
+    TO_BROKER = "to_broker"    # Toxiproxy stream ``upstream``: client -> broker, the requests
+    TO_CLIENT = "to_client"    # Toxiproxy stream ``downstream``: broker -> client, the responses
+
+
 class FaultSpec(_Strict):
     type: FaultType
     target: Role
@@ -179,6 +194,9 @@ class FaultSpec(_Strict):
     #: change_subscription: the member's new subscription — ``topic`` (the workload topic) and/or
     #: ``extra`` (a second topic of the run, created on first use, never produced to)
     subscription: tuple[Literal["topic", "extra"], ...] | None = None
+    #: link faults on client links: which way the toxic acts (:class:`Direction`); its kind refuses it
+    #: where one direction means nothing (:mod:`chaos.nemesis.kinds.link`)
+    direction: Direction = Direction.BOTH
 
     @property
     def kind(self) -> FaultKind:
@@ -201,6 +219,10 @@ class FaultSpec(_Strict):
             if getattr(self, name) is not None and name not in k.fields:
                 owners = sorted(o.name for o in _kinds().values() if name in o.fields)
                 raise ValueError(f"{name} applies to type {' or '.join(owners)} only")
+        if self.direction is not Direction.BOTH and "direction" not in k.fields and k.family != "link":
+            # a link kind says itself why one direction means nothing to it (its ``check``)
+            owners = sorted(o.name for o in _kinds().values() if "direction" in o.fields)
+            raise ValueError(f"direction applies to type {' or '.join(owners)} only (link faults), not {k.name}")
         if r in (Role.NODE, Role.MEMBER) and not self.node:
             raise ValueError(f"target {r.value} needs `node` (e.g. {'consumer-1' if r is Role.MEMBER else 'broker-2'})")
         missing = sorted(k.params - set(self.params))

@@ -164,6 +164,8 @@ class FaultRecord:
     intended_state: str | None = None
     landed: bool | None = None
     landing_evidence: str | None = None
+    #: link faults: which way the toxic acts (both, to_broker, to_client; ``FaultSpec.direction``)
+    direction: str = "both"
     effect_ok: bool | None = None
     healed_ok: bool | None = None
     start_s: float | None = None
@@ -353,6 +355,7 @@ class Nemesis:
         actives, effect_ns = self._inject(pf, nodes)
         effect_ns = effect_ns or time.monotonic_ns()
         rec.fired, rec.nodes, rec.effect_ns = True, nodes, effect_ns
+        rec.direction = pf.spec.direction.value
         rec.links = [l for a in actives for l in a.links]
         rec.start_s = self._rel_s(inject_ns)
         rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)
@@ -365,6 +368,8 @@ class Nemesis:
                 rec.inject_ms = round((effect_ns - woke) / 1e6, 2)
         params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
                                   "links": rec.links, "duration_s": pf.spec.duration_s}
+        if pf.spec.kind.family == "link":
+            params["direction"] = rec.direction
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
                          fault_type=pf.spec.type.value, target_role=pf.spec.target.value,
                          node=",".join(nodes), params=params, trigger=rec.trigger)

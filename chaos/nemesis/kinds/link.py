@@ -6,11 +6,28 @@ session, its links to the KRaft voters, or all); a ZooKeeper node's are every
 broker's session to it; an isolated controller's are every link to and from it. A
 toxic applies to open connections too; ``link_down`` closes them and refuses
 new ones.
+
+One-way faults (``direction``, :class:`chaos.model.experiment.Direction`, issue 16): on a client link
+the proxy's ``upstream`` stream carries the client's requests and ``downstream`` the broker's
+responses, so ``to_broker`` puts the toxic on ``upstream`` only and ``to_client`` on ``downstream``
+only (Toxiproxy README, "Toxics": every toxic has a ``stream``). A ``to_client`` black hole lets a
+request reach the broker and be applied (an OffsetCommit stored) while its response is held: the
+client's outcome is unknown. Refused at load time where one direction means nothing:
+
+* ``link_down`` disables the whole proxy (Toxiproxy has no one-way disable): a one-way cut is
+  ``black_hole`` with a direction — chosen over turning ``link_down`` into a timeout toxic so that a
+  fault type keeps one mechanism and one kind of evidence (port refused vs. toxic listed);
+* ``reset_peer`` resets the TCP connection, which ends both ways at once;
+* links that are not client links (a broker's ZooKeeper session or quorum links, a ZooKeeper
+  node's, ``links: all``): "to the broker" names no end of ``broker-2.zk-1``; target a member, or a
+  broker with ``links: clients``.
 """
 
 from __future__ import annotations
 
-from chaos.model.target import SINGLE_ROLES, LinkScope
+from typing import Any
+
+from chaos.model.target import BROKER_ROLES, MEMBER_ROLES, SINGLE_ROLES, LinkScope
 from chaos.nemesis.evidence import Active, port_open
 from chaos.nemesis.kinds import FaultKind, Injection, register
 
@@ -33,15 +50,50 @@ def links_of(inj: Injection, node: str) -> list[str]:
     return own
 
 
+#: Toxiproxy stream names per direction value (the model's ``Direction``, compared as strings: this
+#: module is imported while the model builds its fault types, before ``Direction`` exists)
+STREAMS: dict[str, tuple[str, ...]] = {"both": ("upstream", "downstream"), "to_broker": ("upstream",),
+                                       "to_client": ("downstream",)}
+
+
+def _client_link(name: str) -> bool:
+    """A lane's proxy to a broker (``lane1.broker-2``, ``ctl.broker-1``): requests upstream, responses down."""
+    return name.split(".", 1)[0].startswith(("lane", "ctl"))
+
+
+def check_direction(spec: Any) -> None:
+    """Refuse a ``direction`` that means nothing for this fault (module docstring says why)."""
+    d = str(spec.direction)
+    if d == "both":
+        return
+    t = spec.type.value
+    if t == "link_down":
+        raise ValueError(f"link_down disables the proxy both ways: for a one-way cut use type black_hole "
+                         f"with direction {d}")
+    if t == "reset_peer":
+        raise ValueError("reset_peer resets the TCP connection, both ways at once: remove direction")
+    node = spec.node or ""
+    if spec.target in MEMBER_ROLES or (spec.target in BROKER_ROLES and spec.links is LinkScope.CLIENTS
+                                       and not node.startswith(("zk-", "controller-"))):
+        return
+    raise ValueError(f"direction {d} is defined on client links only (requests to_broker, responses to_client): "
+                     f"target a member, or a broker with links: clients")
+
+
 def toxics_for(spec, fault_id: str) -> list:
-    """The Toxiproxy toxics of a link fault (both directions unless the toxic is one-way)."""
+    """The Toxiproxy toxics of a link fault, on the streams its ``direction`` names (``reset_peer``: upstream).
+
+    ``both``: one toxic per stream; ``to_broker``: ``upstream`` only (requests); ``to_client``:
+    ``downstream`` only (responses). Names are ``<fault_id>-<stream>``.
+    """
     from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
 
     p = spec.params
     tox = p.get("toxicity", 1.0)
+    streams = [Stream(s) for s in STREAMS[str(getattr(spec, "direction", "both"))]]
 
     def both(kind: ToxicType, attrs: dict) -> list[Toxic]:
-        return [Toxic(f"{fault_id}-{s.value}", kind, s, tox, attrs) for s in (Stream.UPSTREAM, Stream.DOWNSTREAM)]
+        return [Toxic(f"{fault_id}-{s.value}", kind, s, tox, attrs) for s in streams]
 
     t = spec.type.value
     if t == "black_hole":
@@ -85,16 +137,29 @@ def down(inj: Injection, links: list[str]) -> Active:
 
 
 def toxic(inj: Injection, links: list[str]) -> Active:
-    """The fault's toxics on every link; heal: removed. Evidence: what Toxiproxy itself lists."""
+    """The fault's toxics on every link; heal: removed. Evidence: what Toxiproxy itself lists.
+
+    The effect holds when every link lists each of the fault's toxics on the stream it was added to
+    (read back from Toxiproxy's API, not from what was asked): for a one-way fault that is the proof
+    that the other stream carries none of them — ``to_client``: the timeout toxic on ``downstream``
+    only, requests flow. Both texts name the direction.
+    """
     c = inj.cluster
+    direction = str(getattr(inj.spec, "direction", "both"))
+    if direction != "both" and not all(_client_link(l) for l in links):  # the model refuses it: a guard
+        raise ValueError(f"direction {direction} on non-client links {[l for l in links if not _client_link(l)]}")
     toxics = toxics_for(inj.spec, inj.fault_id)
     for l in links:
         for tx in toxics:
             c.add_toxic(l, tx)
-    names = {tx.name for tx in toxics}
+    want = {tx.name: str(tx.stream) for tx in toxics}
+    kinds = "+".join(sorted({str(tx.type) for tx in toxics}))
+    streams = sorted(set(want.values()))
+    way = f"direction {direction}"
 
-    def listed(l: str) -> set[str]:
-        return {t["name"] for t in c.proxy_api.toxics(l)} & names
+    def listed(l: str) -> dict[str, str]:
+        """This fault's toxics on ``l`` as Toxiproxy lists them: name -> stream."""
+        return {t["name"]: str(t.get("stream")) for t in c.proxy_api.toxics(l) if t["name"] in want}
 
     def heal() -> None:
         for l in links:
@@ -102,12 +167,19 @@ def toxic(inj: Injection, links: list[str]) -> Active:
                 c.remove_toxic(l, name)
 
     def present():
-        n = sum(len(listed(l)) == len(names) for l in links)
-        return n == len(links), f"Toxiproxy lists {sorted(names)} on {n}/{len(links)} links"
+        seen = [listed(l) for l in links]
+        n = sum(s == want for s in seen)
+        text = f"{way}: Toxiproxy lists {kinds} on {'+'.join(streams)} on {n}/{len(links)} links"
+        wrong = sorted({f"{name}@{stream}" for s in seen for name, stream in s.items() if want[name] != stream})
+        if wrong:
+            text += f"; on another stream: {wrong}"
+        elif direction != "both":
+            text += f", on {'downstream' if streams == ['upstream'] else 'upstream'} none"
+        return n == len(links), text
 
     def gone():
         n = sum(not listed(l) for l in links)
-        return n == len(links), f"toxics removed from {n}/{len(links)} links"
+        return n == len(links), f"{way}: toxics removed from {n}/{len(links)} links"
 
     return Active([], heal, present, gone, links)
 
@@ -117,15 +189,16 @@ def _inject(inj: Injection) -> list[Active]:
     return [down(inj, links) if inj.spec.type.value == "link_down" else toxic(inj, links)]
 
 
-def _link(name: str, summary: str, params: frozenset[str] = frozenset()) -> FaultKind:
+def _link(name: str, summary: str, params: frozenset[str] = frozenset(), one_way: bool = True) -> FaultKind:
     return FaultKind(name, "link", summary, _inject, targets=SINGLE_ROLES,
+                     fields=frozenset({"direction"}) if one_way else frozenset(), check=check_direction,
                      params=params, target_error="link faults need one node or member as target, not {target}")
 
 
 register(
-    _link("link_down", "proxies disabled: connections closed, new ones refused (enabled again)"),
+    _link("link_down", "proxies disabled: connections closed, new ones refused (enabled again)", one_way=False),
     _link("black_hole", "timeout toxic 0: data held, connections open (toxic removed)"),
-    _link("reset_peer", "connections reset (toxic removed)"),
+    _link("reset_peer", "connections reset (toxic removed)", one_way=False),
     _link("latency", "latency_ms + jitter_ms (toxic removed)", frozenset({"latency_ms"})),
     _link("bandwidth", "rate_kb (toxic removed)", frozenset({"rate_kb"})),
     _link("slicer", "packets sliced (toxic removed)"),
