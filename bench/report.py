@@ -8,9 +8,10 @@ Generates a synthetic archive in the nightly layout
 ``chaos.checkers.simulation`` (valid eager-group histories with kills and pauses),
 then, for each size (a prefix of the runs), times in separate processes:
 
-- **spark**: ``chaos.report.tables.parse_events`` (the report's own parser: text ->
-  ``from_json`` with the explicit schema) and the aggregation below in Spark SQL, on
-  ``local[2]``;
+- **spark**: ``chaos.report.tables.parse_events`` (the report's own parser: Spark's JSON
+  reader with the explicit schema derived from ``chaos/history/event.py``, each line parsed
+  once, only the columns used converted) and the aggregation below in Spark SQL (lost and
+  duplicate offsets in one shuffle keyed by an integer run id), on ``local[2]``;
 - **pandas**: the same histories parsed line by line with orjson into one DataFrame,
   and the same aggregation with pandas.
 
@@ -82,51 +83,58 @@ def run_dirs(root: Path, n: int) -> list[Path]:
 
 # ----------------------------------------------------------------------------- engines
 
+#: Records lost and duplicate deliveries in ONE shuffle: every produced, consumed and finally read offset
+#: becomes a row keyed by (run, topic, partition, offset), and one aggregation per key says whether it was
+#: lost (produced, never consumed nor read back) and how many of its deliveries repeat a group's earlier one
+#: (count(DISTINCT group_id, ...) and an anti-join would shuffle the same ~2 rows per event three times).
 _SPARK_AGG = """
-WITH produced AS (SELECT DISTINCT run, topic, partition, record_offset AS o FROM events WHERE kind = 'send_ok'),
-seen AS (SELECT run, topic, partition, explode(consumed_offsets) AS o FROM events WHERE kind = 'consumed'
-         UNION ALL
-         SELECT run, topic, r.partition, r.offset FROM
-           (SELECT run, topic, explode(final_records) AS r FROM events WHERE kind = 'final_read')),
-lost AS (SELECT p.run, count(*) AS lost FROM produced p LEFT ANTI JOIN seen s
-           ON p.run = s.run AND p.topic = s.topic AND p.partition = s.partition AND p.o = s.o GROUP BY p.run),
-cons AS (SELECT run, count(*) AS consumed, count(DISTINCT group_id, topic, partition, o) AS uniq
-         FROM (SELECT run, group_id, topic, partition, explode(consumed_offsets) AS o FROM events
-               WHERE kind = 'consumed') GROUP BY run),
-prep AS (SELECT run, group_id, generation, mono_ns FROM events
+WITH offs AS (
+  SELECT run_id, topic, partition, record_offset AS o, 0 AS tag, CAST(NULL AS STRING) AS group_id
+  FROM events WHERE kind = 'send_ok'
+  UNION ALL
+  SELECT run_id, topic, partition, o, 1 AS tag, group_id
+  FROM events LATERAL VIEW explode(consumed_offsets) x AS o WHERE kind = 'consumed'
+  UNION ALL
+  SELECT run_id, topic, r.partition, r.offset, 2 AS tag, CAST(NULL AS STRING)
+  FROM events LATERAL VIEW explode(final_records) x AS r WHERE kind = 'final_read'),
+per_offset AS (
+  SELECT run_id, count_if(tag = 1) - size(collect_set(CASE WHEN tag = 1 THEN group_id END)) AS dups,
+         min(tag) = 0 AND max(tag) = 0 AS lost
+  FROM offs GROUP BY run_id, topic, partition, o),
+per_run_offsets AS (
+  SELECT run_id, sum(dups) AS duplicates, count_if(lost) AS lost FROM per_offset GROUP BY run_id),
+prep AS (SELECT run_id, group_id, generation, mono_ns FROM events
          WHERE kind = 'broker_log' AND log_event = 'preparing_rebalance'),
-asg AS (SELECT run, group_id, generation, mono_ns FROM events WHERE kind = 'assigned' AND generation IS NOT NULL),
-reb AS (SELECT p.run, p.mono_ns, (min(a.mono_ns) - p.mono_ns) / 1e9 AS duration_s FROM prep p
-        LEFT JOIN asg a ON a.run = p.run AND a.group_id = p.group_id AND a.generation = p.generation + 1
-                       AND a.mono_ns >= p.mono_ns
-        GROUP BY p.run, p.mono_ns),
-per_run AS (SELECT run, first(date) AS date, first(experiment) AS experiment, count(*) AS events,
-                   sum(CASE WHEN kind = 'send_ok' THEN 1 ELSE 0 END) AS send_ok FROM events GROUP BY run)
+per_run AS (SELECT run_id, first(date) AS date, first(experiment) AS experiment, count(*) AS events,
+                   count_if(kind = 'send_ok') AS send_ok FROM events GROUP BY run_id),
+reb AS (SELECT run_id, count(DISTINCT mono_ns) AS n FROM prep GROUP BY run_id)
 SELECT r.date, r.experiment, count(*) AS runs, sum(r.events) AS events, sum(r.send_ok) AS send_ok,
-       sum(coalesce(c.consumed, 0) - coalesce(c.uniq, 0)) AS duplicates, sum(coalesce(l.lost, 0)) AS lost,
+       sum(coalesce(o.duplicates, 0)) AS duplicates, sum(coalesce(o.lost, 0)) AS lost,
        sum(coalesce(rb.n, 0)) AS rebalances,
-       sum(coalesce(c.consumed, 0) - coalesce(c.uniq, 0)) / sum(r.send_ok) AS duplicate_rate
-FROM per_run r LEFT JOIN cons c USING (run) LEFT JOIN lost l USING (run)
-     LEFT JOIN (SELECT run, count(*) AS n FROM reb GROUP BY run) rb USING (run)
+       sum(coalesce(o.duplicates, 0)) / sum(r.send_ok) AS duplicate_rate
+FROM per_run r LEFT JOIN per_run_offsets o USING (run_id) LEFT JOIN reb rb USING (run_id)
 GROUP BY r.date, r.experiment
 """
 _SPARK_REB = """
 SELECT e.date, e.experiment, percentile(duration_s, 0.5) AS reb_p50_s, percentile(duration_s, 0.9) AS reb_p90_s
-FROM (SELECT p.run, p.mono_ns, (min(a.mono_ns) - p.mono_ns) / 1e9 AS duration_s
-      FROM (SELECT run, group_id, generation, mono_ns FROM events
+FROM (SELECT p.run_id, p.mono_ns, (min(a.mono_ns) - p.mono_ns) / 1e9 AS duration_s
+      FROM (SELECT run_id, group_id, generation, mono_ns FROM events
             WHERE kind = 'broker_log' AND log_event = 'preparing_rebalance') p
-      JOIN (SELECT run, group_id, generation, mono_ns FROM events WHERE kind = 'assigned') a
-        ON a.run = p.run AND a.group_id = p.group_id AND a.generation = p.generation + 1 AND a.mono_ns >= p.mono_ns
-      GROUP BY p.run, p.mono_ns) d
-JOIN (SELECT DISTINCT run, date, experiment FROM events) e USING (run)
+      JOIN (SELECT run_id, group_id, generation, mono_ns FROM events WHERE kind = 'assigned') a
+        ON a.run_id = p.run_id AND a.group_id = p.group_id AND a.generation = p.generation + 1
+       AND a.mono_ns >= p.mono_ns
+      GROUP BY p.run_id, p.mono_ns) d
+JOIN runs e USING (run_id)
 GROUP BY e.date, e.experiment
 """
 
 
 def spark_engine(root: Path, n: int) -> tuple[dict, dict]:
+    from pyspark.sql import functions as F
+
     from chaos.report.archive import discover
     from chaos.report.session import spark_session
-    from chaos.report.tables import parse_events
+    from chaos.report.tables import history_errors, parse_events
 
     t0 = time.perf_counter()
     spark = spark_session("local[2]", shuffle_partitions=8)
@@ -136,11 +144,17 @@ def spark_engine(root: Path, n: int) -> tuple[dict, dict]:
     t0 = time.perf_counter()
     runs = [r for r in discover(root) if str(r.run_dir.path) in wanted]
     events, _ = parse_events(spark, runs)
-    events = events.select("run", "date", "experiment", "kind", "group_id", "topic", "partition", "record_offset",
-                           "generation", "mono_ns", "consumed_offsets", "final_records", "log_event")
-    events.cache().count()
+    # a small integer per run: what the aggregation shuffles on (the run key is a ~40-character path)
+    ids = spark.createDataFrame([(r.run_dir.run, i) for i, r in enumerate(runs)], "run STRING, run_id INT")
+    events = events.join(F.broadcast(ids), "run").select(
+        "run_id", "date", "experiment", "kind", "group_id", "topic", "partition", "record_offset", "generation",
+        "mono_ns", "consumed_offsets", "final_records", "log_event")
+    with history_errors(runs):
+        events.cache().count()
     t_parse = time.perf_counter() - t0
     events.createOrReplaceTempView("events")
+    spark.createDataFrame([(i, r.run_dir.date, r.run_dir.experiment) for i, r in enumerate(runs)],
+                          "run_id INT, date STRING, experiment STRING").createOrReplaceTempView("runs")
     t0 = time.perf_counter()
     agg = spark.sql(_SPARK_AGG).toPandas()
     reb = spark.sql(_SPARK_REB).toPandas()

@@ -66,6 +66,10 @@ class RunFiles:
     checks: Mapping[str, Any] | None
     outcome: Mapping[str, Any] | None
     faults: tuple[Mapping[str, Any], ...]
+    #: ``mono_ns`` of the first event (the run's smallest: a history is in ``mono_ns`` order), None if unreadable
+    first_ns: int | None = None
+    #: the start of a torn last line (see :func:`_torn_tail`), which the report drops as the reader does
+    torn_tail: str | None = None
 
 
 def _history_dirs(results: Path) -> Iterator[Path]:
@@ -74,8 +78,8 @@ def _history_dirs(results: Path) -> Iterator[Path]:
             yield path.parent
 
 
-def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None]:
-    """The header object and the first event's ``ts`` (None for a history without events)."""
+def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None, int | None]:
+    """The header object and the first event's ``ts`` and ``mono_ns`` (None for a history without events)."""
     with history.open("rb") as f:
         first = f.readline()
         second = f.readline()
@@ -87,13 +91,42 @@ def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None]:
         header_from_dict(header)
     except (orjson.JSONDecodeError, SchemaError) as exc:
         raise UsageError(f"{where}: not a history header ({exc}); is this a kafka-chaos history.jsonl?") from None
-    ts = None
+    ts, ns = None, None
     if second.strip():
         try:
-            ts = float(orjson.loads(second)["ts"])
+            first = orjson.loads(second)
+            ts, ns = float(first["ts"]), int(first["mono_ns"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            ts = None  # judged later by Spark, which names the line
-    return header, ts
+            ts, ns = None, None  # judged later by Spark, which names the line
+    return header, ts, ns
+
+
+#: the prefix of a torn line that the report matches it by (ASCII: Spark and Python decode it alike)
+TORN_PREFIX_CHARS = 64
+
+
+def _torn_tail(history: Path) -> str | None:
+    """The start of the file's torn last line, or None.
+
+    The rule of :func:`chaos.history.read_history`: a last line without a newline that is not
+    valid JSON is the in-flight event of a killed writer, dropped with a note. Only the last
+    64 KiB are read (an event line is far shorter).
+    """
+    size = history.stat().st_size
+    with history.open("rb") as f:
+        f.seek(max(size - (64 << 10), 0))
+        tail = f.read()
+    if not tail or tail.endswith(b"\n"):
+        return None
+    last = tail.rsplit(b"\n", 1)[-1]
+    try:
+        orjson.loads(last)
+        return None
+    except orjson.JSONDecodeError:
+        pass
+    text = last.decode("utf-8", errors="replace")[:TORN_PREFIX_CHARS]
+    ascii_end = next((i for i, c in enumerate(text) if not c.isascii()), len(text))
+    return text[:ascii_end]
 
 
 def _night(ts: float | None) -> str:
@@ -130,7 +163,7 @@ def discover(results: Path) -> list[RunFiles]:
     out: list[RunFiles] = []
     for path in _history_dirs(results):
         rel = path.relative_to(results).parts
-        header, first_ts = _read_head(path / HISTORY_FILE)
+        header, first_ts, first_ns = _read_head(path / HISTORY_FILE)
         date = next((p for p in rel[:-1] if _DATE.fullmatch(p)), None)
         from_layout = date is not None
         if date is None:
@@ -146,7 +179,8 @@ def discover(results: Path) -> list[RunFiles]:
         faults = _load_json(path / FAULTS_FILE) or []
         if not isinstance(faults, list):
             raise UsageError(f"{path / FAULTS_FILE}: expected a list of fault records")
-        out.append(RunFiles(run_dir, header, first_ts, checks, outcome, tuple(faults)))
+        out.append(RunFiles(run_dir, header, first_ts, checks, outcome, tuple(faults), first_ns,
+                            _torn_tail(path / HISTORY_FILE)))
     if not out:
         raise UsageError(f"{results}: no runs found (no */history.jsonl below it); point at a results directory "
                          "written by `chaos run`, or run `chaos check RUN_DIR` on runs that only have events/")

@@ -21,13 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from chaos.errors import UsageError
 from chaos.report import metrics as report_metrics
 from chaos.report import render
-from chaos.report.archive import discover
+from chaos.report.archive import RunFiles, discover
 from chaos.report.recheck import recheck
 from chaos.report.session import spark_session
-from chaos.report.tables import build_tables
+from chaos.report.tables import build_tables, parquet_errors
 
 REPORT_FILE = "report.html"
 SUMMARY_FILE = "summary.json"
@@ -59,13 +61,46 @@ def _records(df) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records", date_format="iso")) if len(df) else []
 
 
+def _evidence_lines(runs: list[RunFiles], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The history lines (as written) of the evidence events shown, read from the few runs that have them.
+
+    Read here rather than kept in the events table: a copy of every line in Parquet would double what the
+    job writes for the few hundred lines the report shows.
+    """
+    seqs: dict[str, set[int]] = {}
+    for run, wanted_seq in wanted:
+        seqs.setdefault(run, set()).add(wanted_seq)
+    out: dict[tuple[str, int], str] = {}
+    for rf in runs:
+        want = seqs.get(rf.run_dir.run)
+        if not want:
+            continue
+        with rf.run_dir.history.open("rb") as f:
+            next(f, None)  # the header
+            for raw in f:
+                seq: Any
+                # the writer puts seq first ({"seq":N,...}); other lines (hand-made) are parsed
+                if raw.startswith(b'{"seq":'):
+                    digits = raw[7:27].split(b",", 1)[0].strip()
+                    seq = int(digits) if digits.isdigit() else None
+                else:
+                    try:
+                        obj = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        continue  # a torn last line
+                    seq = obj.get("seq") if isinstance(obj, dict) else None
+                if seq in want:
+                    out[(rf.run_dir.run, seq)] = raw.decode("utf-8", errors="replace").rstrip("\n")
+    return out
+
+
 def build_report(results: Path, out: Path, *, master: str | None = None, timelines: int = 30,
                  max_violations: int = 300, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build the report; returns the summary written to ``summary.json``. Bad input raises ``UsageError``."""
     try:
         import matplotlib  # noqa: F401 - fail before the Spark job, not after it
         import pandas  # noqa: F401
-        from pyspark.sql import functions as F
+        import pyspark  # noqa: F401
     except ImportError as exc:
         raise UsageError(f"the report needs {exc.name}: pip install 'kafka-chaos[report]'") from None
 
@@ -83,6 +118,14 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
     if size < SMALL_ARCHIVE_BYTES:
         # Small archives: compiling whole-stage code for each of the job's ~40 queries costs more than it saves.
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    with parquet_errors(out / "tables"):
+        return _build(spark, runs, results, out, nights, experiments, timelines, max_violations, progress)
+
+
+def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[str], experiments: list[str],
+           timelines: int, max_violations: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
     t0 = time.monotonic()
     tables = build_tables(spark, runs, out, progress)
     t_tables = time.monotonic() - t0
@@ -107,11 +150,7 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
     runs_pd = tables["runs"].orderBy("date", "experiment", "run").toPandas()
     shown = violations.head(max_violations)
     wanted = [(r["run"], int(s)) for r in shown.to_dict("records") for s in list(r["evidence"])]
-    evidence: dict[tuple[str, int], str] = {}
-    if wanted:
-        keys = spark.createDataFrame(sorted(set(wanted)), "run STRING, seq BIGINT")
-        for r in tables["events"].join(F.broadcast(keys), ["run", "seq"]).select("run", "seq", "json").collect():
-            evidence[(r["run"], r["seq"])] = r["json"]
+    evidence = _evidence_lines(runs, wanted)
 
     # timelines: failing runs first (the longest histories first: real runs before hand-made ones), then the others
     order = runs_pd.assign(_bad=runs_pd["valid"] != "true").sort_values(["_bad", "events", "run"],

@@ -6,8 +6,8 @@ Tables (``REPORT/tables/<name>/date=.../experiment=.../*.parquet``), keyed by
 - ``runs``: one row per run: header facts, the checkers' verdict and metrics
   (``checks.json``), the outcome, and counts derived from the events;
 - ``events``: one row per history line after the header, typed columns per kind
-  plus ``json`` (the line as written, for evidence) and ``t_s`` (seconds since
-  the run's first event);
+  and ``t_s`` (seconds since the run's first event); the line as written is not
+  copied (the report reads its evidence lines from ``history.jsonl`` by ``seq``);
 - ``faults``: one row per fault (``fault_start``/``fault_end`` events joined with
   ``faults.json``), with ``ttr_s``: fault end -> first ``Stable`` group sample;
 - ``violations``: one row per checker finding in ``checks.json`` (``violation``
@@ -19,15 +19,17 @@ Tables (``REPORT/tables/<name>/date=.../experiment=.../*.parquet``), keyed by
 - ``partition_unavailability``: per partition, the time it had no owner between
   the group's first assignment and the end of the run.
 
-The history lines are parsed by Spark (``from_json`` with :func:`event_schema`, derived from
-the event records of :mod:`chaos.history.event`) so an archive of any size is read in
-parallel; the small per-run files come from :mod:`chaos.report.archive`.
+The history lines are parsed once by Spark's JSON reader with :func:`event_schema` (derived from
+the event records of :mod:`chaos.history.event`; nothing is inferred) so an archive of any size is
+read in parallel; the small per-run files come from :mod:`chaos.report.archive`. Everything derived
+from the events is Spark SQL (joins, window functions): no Python UDF, so the executors run no Python.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
@@ -211,166 +213,221 @@ FAULT_FILE_SCHEMA = ("run STRING, fault_id STRING, ff_type STRING, ff_target STR
                      "landed BOOLEAN, effect_ok BOOLEAN, healed_ok BOOLEAN, start_s DOUBLE, end_s DOUBLE")
 
 
-def parse_events(spark, runs: Sequence[RunFiles]):
-    """The events DataFrame of every run (typed columns, ``json`` = the line), and its header-less line count.
+CORRUPT_COLUMN = "_corrupt_record"
+_BAD_LINE = "@@chaos-bad-history-line@@"
+_UNMATCHED = "@@chaos-unmatched-file@@"
 
-    A line that is not an event (bad JSON, unknown kind, no seq) fails the report with the file
-    and line, unless it is the file's last line: a torn tail that a killed writer left (the
-    history reader drops it too).
+
+def _spark_files(reader_df: Any, runs: Sequence[RunFiles]) -> dict[str, RunFiles]:
+    """Spark's name of each history file (as ``_metadata.file_path`` gives it) -> its run.
+
+    Spark names files by URI (``file:/a%20b/history.jsonl``); the names come from Spark's own
+    file index (``inputFiles``, no job), so no path is rewritten per row.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    by_path = {str(rf.run_dir.history.resolve()): rf for rf in runs}
+    out: dict[str, RunFiles] = {}
+    for uri in reader_df.inputFiles():
+        local = str(Path(unquote(urlsplit(uri).path)).resolve())
+        rf = by_path.get(local)
+        if rf is None:
+            raise UsageError(f"{local}: read by Spark but not matched to a run directory "
+                             "(a path with characters Spark rewrites?); rename the directory")
+        out[uri] = rf
+    missing = set(by_path) - {str(rf.run_dir.history.resolve()) for rf in out.values()}
+    if missing:
+        raise UsageError(f"{sorted(missing)[0]}: not listed by Spark; check the file is readable")
+    return out
+
+
+def parse_events(spark, runs: Sequence[RunFiles]):
+    """The events DataFrame of every run (typed columns), lazily, and the number of torn last lines dropped.
+
+    Each history line is parsed once, by Spark's JSON reader with the explicit :func:`event_schema`
+    (no inference, only the columns a query uses are converted). A line that is not an event (bad
+    JSON, a value of the wrong type, unknown kind, no seq) fails the first action on the DataFrame;
+    run that action inside :func:`history_errors`, which turns the failure into a ``UsageError``
+    naming the file and line (the torn last line of a killed writer is dropped instead, as the
+    history reader does). ``t_s`` is counted from the run's first event, whose ``mono_ns`` the
+    archive scan read (a history is in ``mono_ns`` order), so no per-run aggregation is needed.
     """
     from pyspark.sql import functions as F
-    paths = [str(rf.run_dir.history) for rf in runs]
+    from pyspark.sql import types as T
+
+    schema = T.StructType([*event_schema().fields, T.StructField(CORRUPT_COLUMN, T.StringType())])
+    reader = (spark.read.schema(schema).option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", CORRUPT_COLUMN))
+    raw = reader.json([str(rf.run_dir.history) for rf in runs])
+    files = _spark_files(raw, runs)
+    # inputFiles() says file:///a/b, _metadata.file_path file:/a/b (Hadoop's Path.toUri): map both spellings
     path_map = spark.createDataFrame(
-        [(str(rf.run_dir.history.resolve()), rf.run_dir.run, rf.run_dir.date, rf.run_dir.experiment)
-         for rf in runs], "path STRING, run STRING, date STRING, experiment STRING")
-    raw = (spark.read.text(paths)
-           .select(F.expr("url_decode(regexp_replace(input_file_name(), '^file:/*', '/'))").alias("path"),
-                   F.monotonically_increasing_id().alias("pos"), F.col("value").alias("json"))
-           .where(F.length(F.trim("json")) > 0))
-    parsed = raw.select("path", "pos", "json", F.from_json("json", event_schema()).alias("e"))
-    kinds = F.array(*[F.lit(k) for k in KINDS])
-    good = (F.col("e.seq").isNotNull() & F.col("e.mono_ns").isNotNull() & F.col("e.source").isNotNull()
-            & F.array_contains(kinds, F.col("e.kind")))
-    is_header = F.coalesce(F.col("e.header"), F.lit(False))
-    flagged = parsed.withColumn("ok", good | is_header).withColumn("is_header", is_header)
-    flagged = flagged.join(F.broadcast(path_map), "path", "left").cache()
+        [(name, rf.run_dir.run, rf.run_dir.date, rf.run_dir.experiment, rf.first_ns, rf.torn_tail)
+         for uri, rf in files.items() for name in {uri, re.sub(r"^file://(?=/)", "file:", uri)}],
+        "_path STRING, run STRING, date STRING, experiment STRING, _first_ns BIGINT, _torn STRING")
+    e = raw.select("*", F.col("_metadata.file_path").alias("_path")).join(F.broadcast(path_map), "_path", "left")
 
-    # One pass over the lines: per file, the last line and the first non-event line (if any).
-    per_file = (flagged.groupBy("path").agg(
-        F.max("pos").alias("last_pos"), F.first("run", ignorenulls=True).alias("run"),
-        F.sum(F.when(~F.col("ok"), 1).otherwise(0)).alias("bad"),
-        F.min(F.when(~F.col("ok"), F.col("pos"))).alias("first_bad")).collect())
-    torn = 0
-    for f in per_file:
-        if f["run"] is None:
-            raise UsageError(f"{f['path']}: read by Spark but not matched to a run directory "
-                             "(a path with characters Spark rewrites?); rename the directory")
-        if not f["bad"]:
-            continue
-        if f["bad"] == 1 and f["first_bad"] == f["last_pos"]:
-            torn += 1  # a torn last line: the in-flight event of a killed writer
-            continue
-        b = flagged.where((F.col("path") == f["path"]) & (F.col("pos") == f["first_bad"])).first()
-        line_no = flagged.where((F.col("path") == f["path"]) & (F.col("pos") <= f["first_bad"])).count()
-        raise UsageError(f"{f['path']}:{line_no}: not a history event ({b['json'][:80]!r}); the history is "
-                         "corrupt: restore it, re-merge the run's events/ with `chaos check RUN_DIR`, or move "
-                         "the run directory out of the archive")
+    corrupt = F.col(CORRUPT_COLUMN)
+    is_header = F.coalesce(F.col("header"), F.lit(False))
+    is_event = (F.col("seq").isNotNull() & F.col("mono_ns").isNotNull() & F.col("source").isNotNull()
+                & F.col("kind").isin(*KINDS))
+    bad = corrupt.isNotNull() | ~(is_header | is_event)
+    torn = corrupt.isNotNull() & F.col("_torn").isNotNull() & corrupt.startswith(F.col("_torn"))
+    # A bad line fails the job where it is met (one pass over the data, no count first): the message
+    # carries the run key, and history_errors() asks the history reader which line it is.
+    keep = (F.when(F.col("run").isNull(), F.raise_error(F.concat(F.lit(_UNMATCHED), F.col("_path"), F.lit(_UNMATCHED))))
+            .when(bad & ~torn, F.raise_error(F.concat(F.lit(_BAD_LINE), F.col("run"), F.lit(_BAD_LINE),
+                                                       F.substring(F.coalesce(corrupt, F.lit("")), 1, 80))))
+            .otherwise(~is_header & ~torn))
 
-    tp = "transform(e.partitions, x -> named_struct('topic', x[0], 'partition', cast(x[1] as int)))"
-    events = (flagged.where(F.col("ok") & ~F.col("is_header"))
+    tp = "transform(partitions, x -> named_struct('topic', x[0], 'partition', cast(x[1] as int)))"
+    events = (e.where(keep)
               .select(
-                  "run", "date", "experiment",
-                  F.col("e.seq").alias("seq"), F.col("e.ts").alias("ts"), F.col("e.mono_ns").alias("mono_ns"),
-                  F.col("e.source").alias("source"), F.col("e.kind").alias("kind"),
-                  F.col("e.group").alias("group_id"), F.col("e.topic").alias("topic"),
-                  F.col("e.partition").alias("partition"), F.col("e.offset").alias("record_offset"),
-                  F.col("e.generation").alias("generation"), F.col("e.member_id").alias("member_id"),
-                  F.col("e.incremental").alias("incremental"),
+                  "run", "date", "experiment", "seq", "ts", "mono_ns", "source", "kind",
+                  F.col("group").alias("group_id"), "topic", "partition", F.col("offset").alias("record_offset"),
+                  "generation", "member_id", "incremental",
                   F.expr(tp).alias("partitions"),
-                  F.expr("CASE WHEN e.kind = 'consumed' THEN transform(e.offsets, x -> cast(x as bigint)) END")
+                  F.expr("CASE WHEN kind = 'consumed' THEN transform(offsets, x -> cast(x as bigint)) END")
                   .alias("consumed_offsets"),
-                  F.expr("CASE WHEN e.kind IN ('commit', 'committed_offsets') THEN transform(e.offsets, "
+                  # a commit's [topic, partition, offset] triples arrive as JSON text: the field is numbers in
+                  # `consumed` (see event_schema); only these short arrays are read a second time
+                  F.expr("CASE WHEN kind IN ('commit', 'committed_offsets') THEN transform(offsets, "
                          "x -> from_json(x, 'ARRAY<STRING>')) END").alias("_tpo"),
-                  F.col("e.outcome").alias("outcome"), F.col("e.auto").alias("auto"),
-                  F.col("e.answered_ns").alias("answered_ns"),
-                  F.col("e.error_code").alias("error_code"), F.col("e.error_name").alias("error_name"),
-                  F.col("e.state").alias("state"), F.col("e.coordinator").alias("coordinator"),
-                  F.expr("transform(e.members, m -> named_struct('member_id', m.member_id, 'instance_id', "
+                  "outcome", "auto", "answered_ns", "error_code", "error_name", "state", "coordinator",
+                  F.expr("transform(members, m -> named_struct('member_id', m.member_id, 'instance_id', "
                          "m.instance_id, 'assignment', transform(m.assignment, x -> named_struct('topic', x[0], "
                          "'partition', cast(x[1] as int))), 'subscription', m.subscription))").alias("members"),
-                  F.col("e.broker").alias("broker"), F.col("e.event").alias("log_event"),
-                  F.col("e.fault_id").alias("fault_id"), F.col("e.fault_type").alias("fault_type"),
-                  F.col("e.target_role").alias("target_role"), F.col("e.node").alias("node"),
-                  F.col("e.trigger").alias("trigger"), F.col("e.stage").alias("stage"), F.col("e.ok").alias("ok"),
-                  F.col("e.name").alias("phase"), F.col("e.protocol").alias("protocol"),
-                  F.col("e.assignor").alias("assignor"), F.col("e.client").alias("client"),
-                  F.col("e.instance_id").alias("instance_id"),
-                  F.expr("transform(e.records, x -> named_struct('partition', cast(x[0] as int), 'offset', x[1]))")
-                  .alias("final_records"),
-                  "json"))
-    events = events.withColumn(
-        "commit_offsets",
-        F.expr("transform(_tpo, x -> named_struct('topic', x[0], 'partition', cast(x[1] as int), "
-               "'offset', cast(x[2] as bigint)))")).drop("_tpo")
-    first = events.groupBy("run").agg(F.min("mono_ns").alias("_first_ns"))
-    events = (events.join(F.broadcast(first), "run")
-              .withColumn("t_s", (F.col("mono_ns") - F.col("_first_ns")) / F.lit(1e9)).drop("_first_ns"))
-    return events, torn
+                  "broker", F.col("event").alias("log_event"), "fault_id", "fault_type", "target_role", "node",
+                  "trigger", "stage", "ok", F.col("name").alias("phase"), "protocol", "assignor", "client",
+                  "instance_id",
+                  F.expr("transform(records, x -> named_struct('partition', cast(x[0] as int), 'offset', "
+                         "cast(x[1] as bigint)))").alias("final_records"),
+                  ((F.col("mono_ns") - F.col("_first_ns")) / F.lit(1e9)).alias("t_s"))
+              .withColumn("commit_offsets", F.expr(
+                  "transform(_tpo, x -> named_struct('topic', x[0], 'partition', cast(x[1] as int), "
+                  "'offset', cast(x[2] as bigint)))")).drop("_tpo"))
+    return events, sum(1 for rf in runs if rf.torn_tail is not None)
 
 
-def _ownership_udf(pdf: Any) -> Any:  # pandas DataFrame -> DataFrame (pandas ships no types)
-    """Ownership intervals of one run from its membership events (pandas, one run at a time)."""
-    import pandas as pd
+#: what Spark's message says when a Parquet file it reads back is damaged (Spark 4 error classes, parquet-mr)
+_PARQUET_DAMAGE = ("FAILED_READ_FILE", "is not a Parquet file", "CANNOT_READ_FILE_FOOTER", "Can not read value at")
 
-    out = []
-    end_ns = int(pdf["run_end_ns"].iloc[0])
-    holding: dict[str, dict[tuple, list]] = {}  # source -> tp -> [start_ns, generation, member_id, group, start_seq]
 
-    def close(src: str, tp: tuple, ns: int, reason: str) -> None:
-        start = holding[src].pop(tp)
-        out.append((pdf["run"].iloc[0], start[3], tp[0], tp[1], src, start[2], start[1], start[4], start[0], ns,
-                    reason))
+@contextmanager
+def parquet_errors(tables_dir: Path) -> Iterator[None]:
+    """A Parquet table that cannot be read back (a damaged file) is bad input: one line, not a Java trace."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - py4j/pyspark wrap the task failure in several exception types
+        text = str(exc)
+        if not any(marker in text for marker in _PARQUET_DAMAGE):
+            raise
+        first = next((line.strip() for line in text.splitlines() if any(m in line for m in _PARQUET_DAMAGE)), "")
+        raise UsageError(f"{tables_dir}: a Parquet table cannot be read ({first[:160]}); delete the report "
+                         "directory and build the report again") from None
 
-    for row in pdf.sort_values("seq").itertuples(index=False):
-        src = row.source
-        held = holding.setdefault(src, {})
-        if row.kind in ("member_start", "member_stop"):
-            for tp in list(held):
-                close(src, tp, row.mono_ns, row.kind)
-            continue
-        tps = [(p["topic"], int(p["partition"])) for p in (row.partitions if row.partitions is not None else [])]
-        gen = None if pd.isna(row.generation) else int(row.generation)
-        if row.kind == "assigned":
-            if not row.incremental:
-                keep = set(tps)
-                for tp in [t for t in held if t not in keep]:
-                    close(src, tp, row.mono_ns, "reassigned")
-            for tp in tps:
-                if tp not in held:
-                    held[tp] = [row.mono_ns, gen, row.member_id, row.group_id, row.seq]
-        else:  # revoked / lost
-            for tp in tps:
-                if tp in held:
-                    close(src, tp, row.mono_ns, row.kind)
-    for src, held in holding.items():
-        for tp in list(held):
-            close(src, tp, end_ns, "end_of_history")
-    return pd.DataFrame(out, columns=["run", "group_id", "topic", "partition", "member", "member_id", "generation",
-                                      "start_seq", "start_ns", "end_ns", "end_reason"])
 
+@contextmanager
+def history_errors(runs: Sequence[RunFiles]) -> Iterator[None]:
+    """Turn the failure of a job over :func:`parse_events` at a bad history line into a one-line ``UsageError``.
+
+    Spark reports the run; the history reader (the authority on what a history line is) names the
+    line and what is wrong with it.
+    """
+    from chaos.history import read_history
+
+    try:
+        yield
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - py4j/pyspark wrap the task failure in several exception types
+        text = str(exc)
+        if _UNMATCHED in text:
+            raise UsageError(f"{text.partition(_UNMATCHED)[2].partition(_UNMATCHED)[0]}: read by Spark but not "
+                             "matched to a run directory (a path with characters Spark rewrites?); rename the "
+                             "directory") from None
+        if _BAD_LINE not in text:
+            raise
+        run_key, _, rest = text.partition(_BAD_LINE)[2].partition(_BAD_LINE)
+        rf = next((r for r in runs if r.run_dir.run == run_key), None)
+        if rf is None:
+            raise UsageError(f"a history line is not an event (run {run_key}); run `chaos check` on that run") from None
+        path = rf.run_dir.history
+        where = (rest.splitlines() or [""])[0][:80]
+        try:
+            read_history(path)
+        except UsageError as bad:
+            raise UsageError(f"{path.parent}/{bad}; the history is corrupt: restore it, re-merge the run's "
+                             "events/ with `chaos check RUN_DIR`, or move the run directory out of the archive") \
+                from None
+        raise UsageError(f"{path}: Spark could not read a line as a history event ({where!r}) though the history "
+                         "reader accepts the file: a gap in chaos.report.tables.event_schema, please report it") \
+            from None
+
+
+#: Ownership intervals with window functions (no Python round trip). Per member (``source``) and partition,
+#: every membership event becomes a signal: ``assigned`` *adds* its partitions; an eager (not incremental)
+#: ``assigned`` also *closes* the member's other partitions ("reassigned"); ``revoked``/``lost`` close theirs;
+#: ``member_start``/``member_stop`` close all. An interval opens at an add that follows a close (or nothing) and
+#: ends at the next close, or at the run's last event ("end_of_history"). A member's partitions are every
+#: partition it was ever assigned in the run (closing one it does not hold changes nothing).
+_SQL_OWNERSHIP_INTERVALS = """
+WITH m AS (
+  SELECT run, seq, mono_ns, source, kind, group_id, generation, member_id, coalesce(incremental, false) AS incr,
+         transform(partitions, p -> named_struct('topic', p.topic, 'partition', p.partition)) AS tps
+  FROM events WHERE kind IN ('member_start', 'member_stop', 'assigned', 'revoked', 'lost')),
+universe AS (
+  SELECT run, source, array_distinct(flatten(collect_list(tps))) AS all_tps FROM m WHERE kind = 'assigned'
+  GROUP BY run, source),
+signals AS (
+  SELECT m.run, m.seq, m.mono_ns, m.source, m.group_id, m.generation, m.member_id, tp.topic, tp.partition,
+         CASE WHEN m.kind = 'assigned' AND array_contains(m.tps, tp) THEN 'add'
+              WHEN m.kind = 'assigned' THEN 'reassigned' ELSE m.kind END AS sig
+  FROM m JOIN universe u ON u.run = m.run AND u.source = m.source
+  LATERAL VIEW explode(CASE WHEN m.kind IN ('member_start', 'member_stop') OR (m.kind = 'assigned' AND NOT m.incr)
+                            THEN u.all_tps ELSE m.tps END) x AS tp),
+marked AS (
+  SELECT *, CASE WHEN sig = 'add' AND coalesce(lag(sig) OVER w, 'none') <> 'add' THEN 1 ELSE 0 END AS opens
+  FROM signals WINDOW w AS (PARTITION BY run, source, topic, partition ORDER BY seq)),
+numbered AS (
+  SELECT *, sum(opens) OVER (PARTITION BY run, source, topic, partition ORDER BY seq
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n
+  FROM marked),
+intervals AS (
+  SELECT run, source, topic, partition, n,
+         min_by(named_struct('group_id', group_id, 'member_id', member_id, 'generation', generation, 'seq', seq,
+                             'ns', mono_ns), CASE WHEN opens = 1 THEN seq END) AS s,
+         min_by(named_struct('ns', mono_ns, 'reason', sig), CASE WHEN sig <> 'add' THEN seq END) AS e,
+         min(CASE WHEN sig <> 'add' THEN seq END) AS end_seq
+  FROM numbered WHERE n > 0 GROUP BY run, source, topic, partition, n)
+SELECT i.run, i.s.group_id AS group_id, i.topic, i.partition, i.source AS member, i.s.member_id AS member_id,
+       i.s.generation AS generation, i.s.seq AS start_seq, i.s.ns AS start_ns,
+       CASE WHEN i.end_seq IS NULL THEN r.run_end_ns ELSE i.e.ns END AS end_ns,
+       CASE WHEN i.end_seq IS NULL THEN 'end_of_history' ELSE i.e.reason END AS end_reason
+FROM intervals i JOIN run_end r ON r.run = i.run
+"""
 
 OWNERSHIP_SCHEMA = ("run STRING, group_id STRING, topic STRING, partition INT, member STRING, member_id STRING, "
                     "generation BIGINT, start_seq BIGINT, start_ns BIGINT, end_ns BIGINT, end_reason STRING")
 
-
-def _unavailability_udf(pdf):
-    """Per partition of one group in one run: seconds without any owner after the group's first assignment."""
-    import pandas as pd
-
-    start = int(pdf["start_ns"].min())
-    end = int(pdf["run_end_ns"].iloc[0])
-    rows = []
-    for (topic, part), g in pdf.groupby(["topic", "partition"]):
-        covered = 0
-        cur_s, cur_e = None, None
-        for s, e in sorted(zip(g["start_ns"], g["end_ns"], strict=False)):
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    covered += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            covered += cur_e - cur_s
-        window = max(end - start, 0)
-        rows.append((pdf["run"].iloc[0], pdf["group_id"].iloc[0], topic, int(part), window / 1e9,
-                     max(window - covered, 0) / 1e9, len(g)))
-    return pd.DataFrame(rows, columns=["run", "group_id", "topic", "partition", "window_s", "unowned_s",
-                                       "intervals"])
-
-
-UNAVAILABILITY_SCHEMA = ("run STRING, group_id STRING, topic STRING, partition INT, window_s DOUBLE, "
-                         "unowned_s DOUBLE, intervals BIGINT")
+#: Per partition of one group in one run: seconds without any owner between the group's first assignment and
+#: the run's last event. The covered time is the length of the union of the partition's intervals: sorted by
+#: start, each adds what it reaches beyond the furthest end before it.
+_SQL_UNAVAILABILITY = """
+WITH iv AS (
+  SELECT i.run, i.group_id, i.topic, i.partition, i.start_ns, i.end_ns, r.run_end_ns,
+         min(i.start_ns) OVER (PARTITION BY i.run, i.group_id) AS group_start_ns,
+         max(i.end_ns) OVER (PARTITION BY i.run, i.group_id, i.topic, i.partition ORDER BY i.start_ns, i.end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+  FROM ownership_intervals i JOIN run_end r ON r.run = i.run)
+SELECT run, group_id, topic, partition, greatest(first(run_end_ns) - first(group_start_ns), 0) / 1e9 AS window_s,
+       greatest(greatest(first(run_end_ns) - first(group_start_ns), 0)
+                - sum(greatest(end_ns - greatest(start_ns, coalesce(reach_ns, start_ns)), 0)), 0) / 1e9 AS unowned_s,
+       count(*) AS intervals
+FROM iv GROUP BY run, group_id, topic, partition
+"""
 
 
 def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress) -> dict[str, Any]:
@@ -382,11 +439,18 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
 
     progress(f"parsing {len(runs)} histories with Spark")
     events, torn = parse_events(spark, runs)
-    _write(events, tables_dir / "events")
-    spark.catalog.clearCache()
-    events = spark.read.parquet(str(tables_dir / "events")).cache()
+    with history_errors(runs):
+        _write(events, tables_dir / "events")
+    # Read back from Parquet (columnar: each query below reads only its columns), not cached: at 10 M events
+    # the whole table does not fit a 2 GiB driver and caching it spills to disk.
+    events = spark.read.parquet(str(tables_dir / "events"))
     dfs["events"] = events
-    keys = events.select("run", "date", "experiment").distinct()
+    events.createOrReplaceTempView("events")
+    keys = spark.createDataFrame([(rf.run_dir.run, rf.run_dir.date, rf.run_dir.experiment) for rf in runs],
+                                 "run STRING, date STRING, experiment STRING")
+    run_end = events.groupBy("run").agg(F.max("mono_ns").alias("run_end_ns"),
+                                        F.min("mono_ns").alias("run_start_ns")).cache()
+    run_end.createOrReplaceTempView("run_end")
 
     progress("faults")
     fs = events.where(F.col("kind") == "fault_start").select(
@@ -406,7 +470,7 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
     faults = (ev_faults.join(ttr, ["run", "fault_id"], "left").join(ff, ["run", "fault_id"], "full")
               .withColumn("fault_type", F.coalesce("fault_type", "ff_type"))
               .withColumn("duration_s", F.col("end_t_s") - F.col("start_t_s"))
-              .drop("ff_type").join(keys, "run"))
+              .drop("ff_type").join(F.broadcast(keys), "run"))
     _write(faults, tables_dir / "faults")
 
     progress("rebalances")
@@ -431,27 +495,19 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
                   .withColumn("new_generation", F.col("old_generation") + 1)
                   .withColumn("duration_s", (F.col("assigned_ns") - F.col("start_ns")) / F.lit(1e9))
                   .withColumn("stabilize_s", (F.col("stabilized_ns") - F.col("start_ns")) / F.lit(1e9))
-                  .join(keys, "run"))
+                  .join(F.broadcast(keys), "run"))
     _write(rebalances, tables_dir / "rebalances")
 
     progress("ownership intervals")
-    run_end = events.groupBy("run").agg(F.max("mono_ns").alias("run_end_ns"), F.min("mono_ns").alias("run_start_ns"))
-    membership = (events.where(F.col("kind").isin("member_start", "member_stop", "assigned", "revoked", "lost"))
-                  .select("run", "seq", "mono_ns", "source", "kind", "group_id", "partitions", "incremental",
-                          "generation", "member_id")
-                  .join(run_end.select("run", "run_end_ns"), "run"))
-    intervals = membership.groupBy("run").applyInPandas(_ownership_udf, OWNERSHIP_SCHEMA)
+    intervals = spark.sql(_SQL_OWNERSHIP_INTERVALS)
     intervals = (intervals.join(run_end, "run")
                  .withColumn("start_t_s", (F.col("start_ns") - F.col("run_start_ns")) / F.lit(1e9))
                  .withColumn("end_t_s", (F.col("end_ns") - F.col("run_start_ns")) / F.lit(1e9))
                  .withColumn("length_s", (F.col("end_ns") - F.col("start_ns")) / F.lit(1e9))
-                 .drop("run_start_ns", "run_end_ns").join(keys, "run"))
+                 .drop("run_start_ns", "run_end_ns").join(F.broadcast(keys), "run"))
     _write(intervals, tables_dir / "ownership_intervals")
-    intervals = spark.read.parquet(str(tables_dir / "ownership_intervals"))
-    unavail = (intervals.select("run", "group_id", "topic", "partition", "start_ns", "end_ns")
-               .join(run_end.select("run", "run_end_ns"), "run")
-               .groupBy("run", "group_id").applyInPandas(_unavailability_udf, UNAVAILABILITY_SCHEMA)
-               .join(keys, "run"))
+    spark.read.parquet(str(tables_dir / "ownership_intervals")).createOrReplaceTempView("ownership_intervals")
+    unavail = spark.sql(_SQL_UNAVAILABILITY).join(F.broadcast(keys), "run")
     _write(unavail, tables_dir / "partition_unavailability")
 
     progress("violations and runs")
@@ -482,6 +538,7 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
     for name in TABLES:
         dfs[name] = spark.read.parquet(str(tables_dir / name))
     dfs["_torn_lines"] = torn
+    run_end.unpersist()
     return dfs
 
 

@@ -75,10 +75,13 @@ def test_violations_table_holds_the_failing_runs_findings(report):
     out, _ = report
     v = table(out, "violations")
     lost = v[(v["run"] == "2026-11-20/fixtures/run-delivery-lost-record") & v["violation"]]
-    assert list(lost["checker"]) == ["delivery"]
-    assert "t-1@2" in lost.iloc[0]["description"] and len(lost.iloc[0]["evidence"]) == 1
+    # the same lost record, judged by delivery and by record-anomalies (which says delivery fails for it too)
+    assert sorted(lost["checker"]) == ["delivery", "record-anomalies"]
+    by_delivery = lost[lost["checker"] == "delivery"].iloc[0]
+    assert "t-1@2" in by_delivery["description"] and len(by_delivery["evidence"]) == 1
     skip = v[v["experiment"] == "wrong-skip-records"]
-    assert (skip["checker"] == "delivery").all() and skip["violation"].any()
+    assert set(skip["checker"]) <= {"delivery", "record-anomalies"}
+    assert (skip[skip["checker"] == "delivery"]["violation"]).any()
     baseline = v[(v["experiment"] == "baseline") & v["violation"]]
     assert baseline.empty
 
@@ -177,14 +180,17 @@ def test_liveness_distribution_per_experiment_and_kafka_version(report):
     assert summary["liveness"] and "Rebalance liveness" in (out / "report.html").read_text()
 
 
-def test_html_shows_the_violation_with_its_evidence(report):
+def test_html_shows_the_violation_with_its_evidence(archive, report):
     out, _ = report
     page = (out / "report.html").read_text()
     assert "record t-1@2 was acknowledged (send_ok) but never processed nor seen by the final read" in page
     events = table(out, "events")
     ev = events[(events["run"] == "2026-11-20/fixtures/run-delivery-lost-record") & (events["kind"] == "send_ok")
                 & (events["partition"] == 1) & (events["record_offset"] == 2)]
-    assert html.escape(ev.iloc[0]["json"]) in page
+    # the evidence is the history line as written, read from the run's file by its seq
+    history = archive / "2026-11-20" / "fixtures" / "run-delivery-lost-record" / HISTORY_FILE
+    line = next(raw for raw in history.read_text().splitlines()[1:] if json.loads(raw)["seq"] == ev.iloc[0]["seq"])
+    assert html.escape(line) in page
     assert page.count("data:image/png;base64,") >= 2 + 4  # distribution plots + 4 timelines
 
 
@@ -238,21 +244,28 @@ def test_cli_exit_2_on_missing_dir(tmp_path):
 
 def test_corrupt_history_names_the_line_and_a_torn_tail_is_tolerated(archive, spark, tmp_path):
     from chaos.report.archive import discover
-    from chaos.report.tables import parse_events
+    from chaos.report.tables import history_errors, parse_events
 
     src = archive / "2026-11-20" / "fixtures" / "run-delivery-lost-record" / HISTORY_FILE
     lines = src.read_text().splitlines()
     torn = tmp_path / "torn" / "exp" / "run-000-seed-0"
     torn.mkdir(parents=True)
     (torn / HISTORY_FILE).write_text("\n".join(lines) + '\n{"seq": 99, "ts": 1.0, "mono')
-    events, dropped = parse_events(spark, discover(tmp_path / "torn"))
-    assert dropped == 1 and events.count() == len(lines) - 1
+    runs = discover(tmp_path / "torn")
+    events, dropped = parse_events(spark, runs)
+    with history_errors(runs):
+        assert dropped == 1 and events.count() == len(lines) - 1
 
-    corrupt = tmp_path / "corrupt" / "exp" / "run-000-seed-0"
-    corrupt.mkdir(parents=True)
-    (corrupt / HISTORY_FILE).write_text("\n".join(lines[:5] + ["{not json"] + lines[5:]) + "\n")
-    with pytest.raises(UsageError, match=r"history.jsonl:6: not a history event"):
-        parse_events(spark, discover(tmp_path / "corrupt"))
+    for name, bad in [("not-json", "{not json"), ("wrong-type", lines[5].replace('"seq":', '"seq":"x",  "_":', 1)),
+                      ("unknown-kind", '{"seq": 5, "ts": 1.0, "mono_ns": 1, "source": "x", "kind": "nope"}')]:
+        corrupt = tmp_path / name / "exp" / "run-000-seed-0"
+        corrupt.mkdir(parents=True)
+        (corrupt / HISTORY_FILE).write_text("\n".join(lines[:5] + [bad] + lines[5:]) + "\n")
+        runs = discover(tmp_path / name)
+        events, _ = parse_events(spark, runs)
+        with pytest.raises(UsageError, match=rf"{corrupt}/history.jsonl:6: .*the history is corrupt"):
+            with history_errors(runs):
+                events.count()
 
 
 def test_spark_submit_entry_script_has_the_same_command():
@@ -262,3 +275,16 @@ def test_spark_submit_entry_script_has_the_same_command():
     res = subprocess.run([sys.executable, str(root / "reports" / "build_report.py"), "--help"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "--spark-master" in res.stdout and "--out" in res.stdout
+
+
+def test_a_damaged_parquet_table_is_one_usage_error(report, spark, tmp_path):
+    from chaos.report.tables import parquet_errors
+
+    out, _ = report
+    tables = tmp_path / "tables"
+    shutil.copytree(out / "tables" / "runs", tables / "runs")
+    for f in (tables / "runs").rglob("*.parquet"):
+        f.write_bytes(b"not a parquet file")
+    with pytest.raises(UsageError, match="a Parquet table cannot be read"):
+        with parquet_errors(tables):
+            spark.read.parquet(str(tables / "runs")).collect()

@@ -1,0 +1,204 @@
+"""The report on a real Spark standalone cluster: a master and one worker from the installed pyspark.
+
+The test starts ``org.apache.spark.deploy.master.Master`` and ``...worker.Worker`` with
+``spark-class`` (bound to 127.0.0.1, free ports, web UIs on loopback), runs
+``chaos report --spark-master spark://127.0.0.1:PORT`` and ``spark-submit reports/build_report.py``
+against it on the fixture archive, and compares both reports with one built on ``local[2]``.
+The master's own JSON status says the applications ran there, on the worker's executors. Both
+JVMs are started in their own process groups and stopped by their recorded pids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+pd = pytest.importorskip("pandas")
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SPARK_HOME = Path(pyspark.__file__).parent
+START_TIMEOUT_S = 60
+REPORT_TIMEOUT_S = 240
+#: the CSVs and summary fields that must be the same whatever master ran the job
+COMPARED_CSVS = ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "trend.csv", "recheck.csv",
+                 "violations.csv", "runs.csv")
+COMPARED_SUMMARY = ("runs", "experiments", "nights", "events", "torn_lines_dropped", "passed", "failed",
+                    "inconclusive", "violations", "recheck")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_DIRS=str(tmp / "local"),
+               SPARK_WORKER_DIR=str(tmp / "work"), SPARK_LOG_DIR=str(tmp / "logs"),
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    if not env.get("JAVA_HOME") and Path("/usr/lib/jvm/java-17-openjdk-amd64").is_dir():
+        env["JAVA_HOME"] = "/usr/lib/jvm/java-17-openjdk-amd64"
+    return env
+
+
+def _wait_for(what: str, check, log: Path, timeout_s: float = START_TIMEOUT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+    raise AssertionError(f"{what} not ready within {timeout_s}s; log tail:\n{tail}")
+
+
+class _Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.env = _env(tmp)
+        self.port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.ui_port: int | None = None
+
+    def _start(self, name: str, args: list[str]) -> Path:
+        log = self.tmp / f"{name}.log"
+        with log.open("wb") as out:
+            # own session (process group = the recorded pid): stop() ends the JVM and any executor it started
+            self.procs.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=self.env,
+                                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+        return log
+
+    def start(self) -> None:
+        for d in ("local", "work", "logs"):
+            (self.tmp / d).mkdir()
+        mlog = self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                      "--port", str(self.port), "--webui-port", "0"])
+
+        def master_ui() -> int | None:
+            m = re.search(r"MasterWebUI.* at http://127\.0\.0\.1:(\d+)|Bound MasterWebUI to 127\.0\.0\.1, and "
+                          r"started at http://[^:]+:(\d+)", mlog.read_text(errors="replace"))
+            return int(m.group(1) or m.group(2)) if m else None
+
+        self.ui_port = _wait_for("Spark master", master_ui, mlog)
+        wlog = self._start("worker", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
+                                      "--webui-port", "0", "--cores", "2", "--memory", "2g", self.url])
+        _wait_for("Spark worker", lambda: [w for w in self.status()["workers"] if w["state"] == "ALIVE"], wlog)
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+            return json.load(r)
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):  # the worker (and its executors) first, then the master
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+        for p in self.procs:  # executors the worker started live in the worker's process group
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                continue
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_archive", ROOT / "fixtures" / "archive" / "build_archive.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.build(tmp_path_factory.mktemp("spark-cluster") / "results")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[_Cluster]:
+    c = _Cluster(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=REPORT_TIMEOUT_S, cwd=ROOT)
+    assert res.returncode == 0, f"{cmd[:2]} exit {res.returncode}:\n{res.stderr[-3000:]}"
+    return res
+
+
+def _same_report(got: Path, want: Path) -> None:
+    g, w = json.loads((got / "summary.json").read_text()), json.loads((want / "summary.json").read_text())
+    for key in COMPARED_SUMMARY:
+        assert g[key] == w[key], key
+    for name in COMPARED_CSVS:
+        a, b = pd.read_csv(got / name), pd.read_csv(want / name)
+        assert list(a.columns) == list(b.columns), name
+        cols = list(a.columns)
+        a = a.sort_values(cols).reset_index(drop=True)
+        b = b.sort_values(cols).reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9, obj=name)
+    ev_g, ev_w = pd.read_parquet(got / "tables" / "events"), pd.read_parquet(want / "tables" / "events")
+    assert len(ev_g) == len(ev_w) == g["events"]
+    key = ["run", "seq"]
+    assert ev_g.sort_values(key)[key + ["kind", "mono_ns"]].reset_index(drop=True).equals(
+        ev_w.sort_values(key)[key + ["kind", "mono_ns"]].reset_index(drop=True))
+
+
+def test_report_on_a_standalone_cluster_equals_local(archive, cluster, tmp_path):
+    env = cluster.env
+    local = tmp_path / "local"
+    _run([str(BIN / "chaos"), "report", str(archive), "--out", str(local), "--timelines", "2"], env)
+
+    on_cluster = tmp_path / "cluster"
+    _run([str(BIN / "chaos"), "report", str(archive), "--out", str(on_cluster), "--timelines", "2",
+          "--spark-master", cluster.url], env)
+    submitted = tmp_path / "submitted"
+    _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.url,
+          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+          "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
+          str(ROOT / "reports" / "build_report.py"), str(archive), "--out", str(submitted), "--timelines", "2"], env)
+
+    for out in (on_cluster, submitted):
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["spark"]["master"] == cluster.url, out
+        _same_report(out, local)
+    assert json.loads((local / "summary.json").read_text())["spark"]["master"] == "local[2]"
+
+    # the master ran both applications, on the one worker's executors
+    status = cluster.status()
+    apps = status["completedapps"] + status["activeapps"]
+    assert len([a for a in apps if a["name"] == "kafka-chaos-report"]) >= 2, apps
+    assert [w["state"] for w in status["workers"]] == ["ALIVE"]
+    assert list((cluster.tmp / "work").iterdir()), "no executor ran on the worker"
+
+
+def test_a_master_that_does_not_answer_is_one_line_exit_2(archive, tmp_path):
+    port = _free_port()  # nothing listens there
+    t0 = time.monotonic()
+    res = subprocess.run([str(BIN / "chaos"), "report", str(archive), "--out", str(tmp_path / "o"),
+                          "--spark-master", f"spark://127.0.0.1:{port}"], env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    errors = [line for line in res.stderr.splitlines() if not line.startswith("[report ")]  # progress lines
+    assert len(errors) == 1 and errors[0].startswith("chaos: error: ") and "does not answer" in errors[0], res.stderr
+    assert time.monotonic() - t0 < 60
