@@ -22,6 +22,7 @@ from chaos.checkers import (
     faults,
     fencing,
     generations,
+    key_placement,
     ownership_generation,
     ownership_time,
     rebalance_liveness,
@@ -52,6 +53,7 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.FAULTS: faults.check,
     CheckerName.REBALANCE_LIVENESS: rebalance_liveness.check,
     CheckerName.RECORD_ANOMALIES: record_anomalies.check,
+    CheckerName.KEY_PLACEMENT: key_placement.check,
 }
 
 

@@ -50,6 +50,8 @@ class CheckerName(StrEnum):
     #: record-level anomalies: lost records, poll skips / steps back within one ownership, inconsistent offsets;
     #: duplicates per rebalance as figures (issue 16)
     RECORD_ANOMALIES = "record-anomalies"
+    #: a keyed workload's keys on the partitions murmur2 gives them, and per-key order within a partition (issue 16)
+    KEY_PLACEMENT = "key-placement"
 
 
 @dataclass(frozen=True, slots=True)
