@@ -106,8 +106,7 @@ class WorkloadRun:
                                       self.run_dir, broker_logs,
                                       interval=self.spec.observer_interval_ms / 1000,
                                       kip848=any(c.group_protocol is GroupProtocol.CONSUMER for c in self.spec.consumers),
-                                      broker_address=lambda bid: self.cluster.topology.listen(
-                                          self.cluster.topology.link(f"ctl.broker-{bid}"))).start()
+                                      broker_address=self.broker_address).start()
         for name in self.member_specs:
             self.start_member(name)
         for name in list(self.producer_specs):
@@ -171,6 +170,11 @@ class WorkloadRun:
         return self._spawn(name, WorkerConfig(role="producer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                                               bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic,
                                               group=self.group, producer=spec), self.producers)
+
+    def broker_address(self, broker_id: int) -> str:
+        """Where the run's own requests reach broker ``broker_id``: its control-lane proxy (never cut by a lane fault)."""
+        topo = self.cluster.topology
+        return topo.listen(topo.link(f"ctl.broker-{broker_id}"))
 
     # ------------------------------------------------------------ members
     def start_member(self, name: str) -> ManagedProcess:

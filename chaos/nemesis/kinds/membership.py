@@ -27,9 +27,8 @@ def _subscriptions(run, member: str) -> list[list[str]]:
     if run.cluster.spec.kip848:
         from chaos.cluster.wire import describe_consumer_group
 
-        topo = run.cluster.topology
         bid = run.admin.coordinator_id(run.group, wait=False)
-        view = describe_consumer_group(topo.listen(topo.link(f"ctl.broker-{bid}")), run.group)
+        view = describe_consumer_group(run.broker_address(bid), run.group)
         if view.error_code == 0:
             return [list(m.subscribed_topics) for m in view.members if m.client_id == member]
     info = run.admin.describe_group(run.group)
@@ -120,13 +119,12 @@ def member_protocol_at_coordinator(run, member: str, protocol, timeout: float) -
     from chaos.model.workload import GroupProtocol
 
     want = _CONSUMER_MEMBER if protocol is GroupProtocol.CONSUMER else _CLASSIC_MEMBER
-    topo = run.cluster.topology
     deadline = time.monotonic() + timeout
     seen = "nothing"
     while True:
         try:
             bid = run.admin.coordinator_id(run.group, wait=False)
-            view = describe_consumer_group(topo.listen(topo.link(f"ctl.broker-{bid}")), run.group)
+            view = describe_consumer_group(run.broker_address(bid), run.group)
             if view.error_code == _GROUP_ID_NOT_FOUND:
                 info = run.admin.describe_group(run.group, bid, wait=False)
                 listed = any(m.client_id == member for m in info.members)
