@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from chaos.errors import UsageError
+from chaos.errors import InfrastructureError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.model.experiment import Experiment
@@ -653,6 +653,117 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     if as_json:
         click.echo(json.dumps([asdict(o) for o in outcomes], indent=1))
     sys.exit(exit_code(outcomes))
+
+
+@main.command(short_help="Rerun a recorded run with its faults as they fired; compare the verdicts.",
+              epilog="\b\nExamples:\n  chaos replay runs/nightly-mixed/run-002-seed-1234\n"
+                     "  chaos replay results/2026-11-23/wrong-skip-records/run-004-seed-77 --out replays\n\n"
+                     "\b\nExit codes:\n  0  the replay's verdict is the recorded one (same checkers false)\n"
+                     "  1  the verdict differs\n  2  bad input or infrastructure failure\n  130  interrupted")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--out", default=Path("runs/replay"), show_default=True, type=click.Path(path_type=Path),
+              help="where the replay's run directory goes")
+@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+              help="run on this backend instead of the recorded one")
+def replay(run_dir: Path, out: Path, backend: str | None) -> None:
+    """Rerun RUN_DIR (a directory `chaos run` wrote) with its experiment as resolved, its seed, and its faults as
+    they fired: time triggers at the second each fault took effect, random targets pinned to the member or
+    broker they hit, live triggers waiting for their state again from about when they fired (roles such as
+    the coordinator are asked of the cluster again). Writes a new run directory with replay.json (both verdicts)
+    and experiment.yaml (the replayed schedule as an experiment file)."""
+    from chaos.replay import as_fired, experiment_yaml, load_recorded, read_verdict
+    from chaos.runner import ClusterPool, pooled_run
+
+    rec = load_recorded(run_dir)
+    exp, notes = as_fired(rec)
+    console = _console()
+    for note in notes:
+        console.log(f"replay: {note}")
+    new_dir = out / exp.name / f"replay-{time.strftime('%Y%m%d-%H%M%S')}-seed-{rec.seed}"
+    console.log(f"replaying {run_dir} (verdict {rec.verdict.describe()}, {len(exp.faults)} faults as fired) "
+                f"-> {new_dir}")
+    with ClusterPool(backend=backend) as pool:
+        oc = pooled_run(pool, exp, rec.seed, new_dir, 0)
+    if oc.valid == "error":
+        raise InfrastructureError(f"the replay could not run: {oc.error} (details in {oc.run_dir})")
+    again = read_verdict(new_dir)
+    # the recorded failure came back (more checkers failing too is still a reproduction, said as such)
+    same = again.valid == rec.verdict.valid and again.failed >= rec.verdict.failed
+    word = "reproduced" if again == rec.verdict else "reproduced, and more failed" if same else "DIFFERS"
+    (new_dir / "experiment.yaml").write_text(experiment_yaml(exp, f"Replay of {run_dir}: its faults as they fired."))
+    (new_dir / "replay.json").write_text(json.dumps({
+        "recorded_run": str(run_dir), "seed": rec.seed, "recorded": rec.verdict.describe(),
+        "replayed": again.describe(), "reproduced": same, "left_out": notes}, indent=1))
+    click.echo(f"{word}: recorded {rec.verdict.describe()}, replayed "
+               f"{again.describe()} {oc.wall_s:.1f}s  -> {new_dir}")
+    if oc.explanation and again.valid != "true":
+        click.echo("\n".join(f"      {line}" for line in oc.explanation.splitlines()[:EXPLAIN_LINES]))
+    sys.exit(0 if same else 1)
+
+
+@main.command(short_help="Find the smallest experiment that still fails like a red run (real runs, bounded).",
+              epilog="\b\nExamples:\n  chaos shrink results/2026-11-23/nightly-mixed/run-007-seed-99 --budget 30m\n"
+                     "  chaos shrink runs/wrong-skip-records/run-000-seed-5 --tries 2 --out shrunk\n"
+                     "  chaos run shrunk/minimal.yaml        # the regression test it wrote\n\n"
+                     "\b\nExit codes:\n  0  minimal.yaml written (it fails like the recorded run)\n"
+                     "  1  the replay of the recorded run did not fail in --tries runs: nothing to shrink\n"
+                     "  2  bad input (not a red run) or infrastructure failure\n"
+                     "  130  interrupted (Ctrl-C): minimal.yaml holds the best so far")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--budget", default="30m", show_default=True, help="wall-time bound of the search (e.g. 30m, 2h)")
+@click.option("--tries", default=1, show_default=True, type=click.IntRange(1, 20),
+              help="runs per candidate before it counts as passing (raise it for a failure that comes and goes)")
+@click.option("--confirm", default=3, show_default=True, type=click.IntRange(0, 50),
+              help="runs of the minimal experiment at the end, to state its failure rate")
+@click.option("--checker", "checkers", multiple=True,
+              help="what counts as the failure (repeatable; default: the checkers that failed in RUN_DIR)")
+@click.option("--out", default=None, type=click.Path(path_type=Path),
+              help="where minimal.yaml, shrink-log.jsonl and the runs go (default runs/shrink/<experiment>-<time>)")
+@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+              help="run on this backend instead of the recorded one")
+def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple[str, ...], out: Path | None,
+           backend: str | None) -> None:
+    """Search for the smallest experiment that still fails like RUN_DIR: its faults as they fired (the replay),
+    then no fault, fewer faults (delta debugging), a shorter chaos phase, shorter faults, fewer members and
+    partitions — each candidate run on a real cluster. minimal.yaml (rewritten whenever the search shrinks
+    it) is an experiment file to commit as a regression test; shrink-log.jsonl says what was tried."""
+    from chaos.checkers.result import CheckerName
+    from chaos.replay import load_recorded
+    from chaos.runner import ClusterPool, parse_budget
+    from chaos.shrink import Shrinker
+
+    budget_s = parse_budget(budget)
+    known = {c.value for c in CheckerName}
+    for c in checkers:
+        if c not in known:
+            raise UsageError(f"--checker {c}: no such checker; one of {', '.join(sorted(known))}")
+    rec = load_recorded(run_dir)
+    out = out or Path("runs/shrink") / f"{rec.experiment.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    console = _console()
+    with ClusterPool(backend=backend) as pool:
+        shrinker = Shrinker(rec, out, budget_s=budget_s, tries=tries, confirm=confirm,
+                            checkers=frozenset(checkers) or None, pool=pool,
+                            say=lambda line: console.log(line, highlight=False))
+        console.log(f"shrinking {run_dir} (verdict {rec.verdict.describe()}, {len(rec.faults)} faults recorded), "
+                    f"budget {budget_s / 60:.0f} min -> {out}")
+        try:
+            best = shrinker.shrink()
+        except KeyboardInterrupt:
+            if shrinker.best is not None:
+                console.log(f"interrupted: the smallest failing experiment so far is {out / 'minimal.yaml'}")
+            raise
+    if best is None:
+        runs = shrinker.attempts[0].runs if shrinker.attempts else []
+        click.echo(f"NOT REPRODUCED: the replay of {run_dir} did not fail {', '.join(sorted(shrinker.target))} in "
+                   f"{len(runs)} run(s) ({', '.join(r['valid'] for r in runs)}); the failure depends on timing the "
+                   f"replay does not fix — try --tries 3  -> {out / 'shrink-log.jsonl'}")
+        sys.exit(1)
+    failing, n = shrinker.rate()
+    click.echo(f"minimal: {len(best.faults)} of {len(rec.faults)} faults, {len(best.workload.consumers)} members, "
+               f"{best.workload.partitions} partitions, chaos {best.phases.chaos_s:g} s; failed "
+               f"{', '.join(sorted(shrinker.target))} in {failing} of {n} runs; {len(shrinker.attempts)} candidates"
+               f"{' (budget spent)' if shrinker.stopped_by == 'budget' else ''}  -> {out / 'minimal.yaml'}")
+    sys.exit(0)
 
 
 def _register_lazy_commands() -> None:

@@ -1,0 +1,210 @@
+"""Replay and shrink, the parts that need no cluster: the schedule as fired, the experiment file written,
+delta debugging, and the search's order over a run function whose verdict is a rule of the test's own
+(the real runs are tests/integration/test_shrink.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from chaos.cli import main
+from chaos.errors import UsageError
+from chaos.experiment import Experiment, catalogue, load_experiment
+from chaos.model.target import Role
+from chaos.replay import LIVE_LEAD_S, Verdict, as_fired, experiment_yaml, load_recorded
+from chaos.runner import RunOutcome
+from chaos.shrink import Shrinker, ddmin, without_member
+
+
+# ---------------------------------------------------------------- ddmin
+@pytest.mark.parametrize("needed", [{3}, {2, 5}, {0, 7}, {1, 4, 6}, set(range(8))])
+def test_ddmin_finds_the_needed_items_and_nothing_else(needed):
+    calls: list[list[int]] = []
+
+    def fails(sub: list[int]) -> bool:
+        calls.append(sub)
+        return needed <= set(sub)
+
+    assert ddmin(list(range(8)), fails) == sorted(needed)
+    assert all(sub == sorted(sub) for sub in calls)          # order kept
+    assert len(calls) <= 8 * 8                                # bounded (Zeller: O(n^2) at worst)
+
+
+def test_ddmin_of_one_item_asks_nothing():
+    assert ddmin([9], lambda sub: pytest.fail("not asked")) == [9]
+
+
+# ---------------------------------------------------------------- a recorded run on disk
+def _record(tmp: Path, exp: Experiment, faults: list[dict], valid: str = "false",
+            failed: tuple[str, ...] = ("delivery",)) -> Path:
+    run = tmp / "run-000-seed-41"
+    run.mkdir(parents=True)
+    resolved = json.loads(exp.model_dump_json()) | {"topic": "chaos-x", "group": "group-x"}
+    (run / "resolved.json").write_text(json.dumps(resolved))
+    (run / "header.json").write_text(json.dumps({"seed": 41, "experiment": resolved}))
+    (run / "faults.json").write_text(json.dumps(faults))
+    results = [{"checker": c, "valid": "false"} for c in failed] + [{"checker": "fencing", "valid": "true"}]
+    (run / "checks.json").write_text(json.dumps({"valid": valid, "results": results}))
+    return run
+
+
+def _fired(fault_id: str, start_s: float | None, nodes: list[str], fired: bool = True, why: str | None = None):
+    return {"fault_id": fault_id, "fired": fired, "start_s": start_s, "nodes": nodes, "skipped_reason": why}
+
+
+def test_as_fired_pins_times_and_random_targets_and_keeps_live_triggers(tmp_path):
+    exp = load_experiment("nightly-mixed")
+    run = _record(tmp_path, exp, [
+        _fired("f4", 13.622, ["broker-3"]),
+        _fired("f0.0", 5.728, ["broker-2"]), _fired("f0.1", 21.84, ["broker-1"]),
+        _fired("f1.0", 7.225, ["consumer-0"]),
+        _fired("f2.0", None, [], fired=False, why="its member was not alive"),
+        _fired("f3.0", 6.51, ["consumer-0"]),
+    ])
+    rec = load_recorded(run)
+    assert rec.seed == 41 and rec.verdict == Verdict("false", frozenset({"delivery"}))
+    replay, notes = as_fired(rec)
+    assert [f.trigger.at_s for f in replay.faults if f.trigger.at_s is not None] == [5.728, 6.51, 7.225, 21.84]
+    kills = [f for f in replay.faults if f.type.value == "kill" and f.trigger.at_s is not None]
+    assert [(f.target, f.node) for f in kills] == [(Role.NODE, "broker-2"), (Role.NODE, "broker-1")]
+    pause = next(f for f in replay.faults if f.type.value == "pause")
+    assert (pause.target, pause.node, pause.duration_s) == (Role.MEMBER, "consumer-0", 7.0)
+    live = next(f for f in replay.faults if f.trigger.state is not None)
+    assert live.target is Role.COORDINATOR                    # a role is asked of the cluster again
+    assert live.trigger.state == "CompletingRebalance"
+    assert live.trigger.not_before_s == pytest.approx(13.622 - LIVE_LEAD_S)
+    assert len(replay.faults) == 5 and replay.runs == 1
+    assert len(notes) == 1 and "f2.0" in notes[0] and "its member was not alive" in notes[0]
+    # everything else is the recorded run's
+    assert replay.workload == exp.workload and replay.phases == exp.phases and replay.cluster == exp.cluster
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda run: (run / "faults.json").unlink(), "no faults.json"),
+    (lambda run: (run / "header.json").write_text("{not json"), "header.json: not valid JSON"),
+    (lambda run: (run / "header.json").write_text('{"seed": "x"}'), "no integer `seed`"),
+    (lambda run: (run / "faults.json").write_text('[{"fault_id": "f9", "fired": true, "start_s": 1}]'),
+     "names no fault of the experiment"),
+    (lambda run: (run / "resolved.json").write_text('{"name": "x", "faults": [{"type": "nope"}]}'), "resolved.json"),
+    (lambda run: (run / "checks.json").write_text('{"valid": "false"}'), "chaos check"),
+])
+def test_a_damaged_run_directory_is_one_line_that_names_the_file(tmp_path, damage, says):
+    run = _record(tmp_path, load_experiment("wrong-commit-before-process"), [_fired("f0", 3.0, ["consumer-1"])])
+    damage(run)
+    with pytest.raises(UsageError) as err:
+        as_fired(load_recorded(run))
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_replay_and_shrink_refuse_bad_input_with_one_line_and_exit_2(tmp_path):
+    green = _record(tmp_path / "g", load_experiment("baseline"), [], valid="true", failed=())
+    for args, says in [(["replay", str(tmp_path / "nothing")], "no such run directory"),
+                       (["shrink", str(green)], "shrink needs a red run"),
+                       (["shrink", str(green), "--checker", "nope"], "no such checker"),
+                       (["shrink", str(green), "--budget", "soon"], "--budget")]:
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, (args, res.output)
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("chaos: error:") and says in lines[0], res.output
+
+
+@pytest.mark.parametrize("name", [p.stem for p, e in catalogue() if isinstance(e, Experiment)])
+def test_every_catalogue_experiment_written_as_a_file_loads_as_itself(name):
+    exp = load_experiment(name)
+    text = experiment_yaml(exp, "a header\n\nof two paragraphs")
+    assert text.startswith("# a header\n#\n# of two paragraphs\n")
+    assert f"kafka_version: {exp.cluster.kafka_version}" in text   # pinned even at today's default
+
+
+# ---------------------------------------------------------------- candidates
+def test_without_member_renumbers_later_members_and_keeps_one_that_is_aimed_at():
+    exp = load_experiment("wrong-commit-before-process")              # kills aimed at consumer-1
+    assert without_member(exp, 1) is None
+    fewer = without_member(exp, 0)
+    assert fewer is not None and len(fewer.workload.consumers) == 2
+    assert {f.node for f in fewer.faults} == {"consumer-0"}           # consumer-1 is consumer-0 now
+    assert fewer.workload.consumers[0].wrong_mode == exp.workload.consumers[1].wrong_mode
+
+
+# ---------------------------------------------------------------- the search, over a rule
+def _outcome(exp: Experiment, seed: int, run_dir: Path, failed: bool) -> RunOutcome:
+    return RunOutcome(exp.name, 0, seed, str(run_dir), "false" if failed else "true", False,
+                      failed_checkers=["delivery"] if failed else [])
+
+
+def _shrinker(tmp_path: Path, rule, **kw) -> Shrinker:
+    exp = load_experiment("nightly-mixed").with_overrides(**{"workload.consumers": [
+        c.model_dump() for c in load_experiment("wrong-commit-before-process").workload.consumers]})
+    faults = [_fired("f4", 13.6, ["broker-3"]), _fired("f0.0", 5.7, ["broker-2"]), _fired("f0.1", 21.8, ["broker-1"]),
+              _fired("f1.0", 7.2, ["consumer-2"]), _fired("f2.0", 8.0, ["consumer-1"]),
+              _fired("f3.0", 6.5, ["consumer-0"])]
+    rec = load_recorded(_record(tmp_path, exp, faults))
+    runs: list[Experiment] = []
+
+    def run(e: Experiment, seed: int, run_dir: Path) -> RunOutcome:
+        runs.append(e)
+        return _outcome(e, seed, run_dir, rule(e))
+
+    s = Shrinker(rec, tmp_path / "out", budget_s=3600, run=run, **kw)
+    s.runs_seen = runs  # type: ignore[attr-defined]
+    return s
+
+
+def _breaks(e: Experiment) -> bool:
+    """The rule: consumer "wrong" (the commit_before_process member) black-holed for at least 3 s."""
+    wrong = next(i for i, c in enumerate(e.workload.consumers) if c.wrong_mode is not None)
+    return any(f.type.value == "black_hole" and f.node == f"consumer-{wrong}" and f.duration_s >= 3 for f in e.faults)
+
+
+def test_the_search_keeps_the_one_fault_that_matters_and_shrinks_the_rest(tmp_path):
+    s = _shrinker(tmp_path, _breaks, confirm=2)
+    best = s.shrink()
+    assert best is not None and len(best.faults) == 1
+    (f,) = best.faults
+    assert f.type.value == "black_hole" and f.duration_s == 3.0        # 6 -> 3 kept, 1.5 passed
+    assert len(best.workload.consumers) == 1 and f.node == "consumer-0"  # the others removed, renumbered
+    assert best.workload.partitions == 1
+    assert best.phases.chaos_s == pytest.approx(8.0 + 3.0 + 2.0)       # ends 2 s after the fault heals
+    assert s.rate() == (3, 3)                                          # the kept run and two confirmations
+    loaded = load_experiment(s.out / "minimal.yaml")
+    assert loaded.faults == best.faults and loaded.name == "nightly-mixed-minimal"
+    summary = json.loads((s.out / "shrink.json").read_text())
+    assert summary["minimal_faults"] == 1 and summary["recorded_faults"] == 6 and summary["stopped_by"] == "done"
+    log = [json.loads(line) for line in (s.out / "shrink-log.jsonl").read_text().splitlines()]
+    assert log[0]["step"] == "replay" and log[0]["failing"] and log[1]["change"].startswith("no fault at all")
+    assert all(a["kept"] == a["failing"] for a in log if a["step"] != "confirm")
+    searched = [e.model_dump_json(exclude={"description"}) for e in s.runs_seen[:-2]]  # before the confirmations
+    assert len(searched) == len(set(searched))                        # no candidate ran twice
+
+
+def test_a_replay_that_passes_is_reported_not_shrunk(tmp_path):
+    s = _shrinker(tmp_path, lambda e: False, tries=3)
+    assert s.shrink() is None and s.stopped_by == "not reproduced"
+    assert len(s.attempts) == 1 and len(s.attempts[0].runs) == 3     # three tries, then given up
+    assert not (s.out / "minimal.yaml").exists()
+
+
+def test_a_failure_that_needs_no_fault_ends_with_none(tmp_path):
+    s = _shrinker(tmp_path, lambda e: True, confirm=0)
+    best = s.shrink()
+    assert best is not None and best.faults == () and best.phases.chaos_s == 2.0
+
+
+def test_the_budget_keeps_the_best_so_far(tmp_path):
+    s = _shrinker(tmp_path, _breaks)
+    calls = {"n": 0}
+    inner = s.run_one
+
+    def run(e, seed, run_dir):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            s.deadline = 0.0          # the budget runs out before the fifth run
+        return inner(e, seed, run_dir)
+
+    s.run_one = run
+    best = s.shrink()
+    assert s.stopped_by == "budget" and best is not None and len(best.faults) < 6
+    assert load_experiment(s.out / "minimal.yaml").faults == best.faults
