@@ -77,8 +77,13 @@ class _Group(click.Group):
     commands for misspelt ones ("did you mean")."""
 
     def invoke(self, ctx: click.Context):  # noqa: D401 - click hook
+        from chaos.process import terminate_on_sigterm
+
         try:
-            return super().invoke(ctx)
+            # SIGTERM (a CI runner's timeout, `kill`) unwinds like Ctrl-C: every `finally` stops what the
+            # command started — a broker restarted by a fault thread has no PDEATHSIG (chaos.process)
+            with terminate_on_sigterm():
+                return super().invoke(ctx)
         except UsageError as exc:
             _fail(_one_line(exc))
         except KeyboardInterrupt:
@@ -716,7 +721,8 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
 @click.option("--confirm", default=3, show_default=True, type=click.IntRange(0, 50),
               help="runs of the minimal experiment at the end, to state its failure rate")
 @click.option("--checker", "checkers", multiple=True,
-              help="what counts as the failure (repeatable; default: the checkers that failed in RUN_DIR)")
+              help="what counts as the failure: these checkers all false (repeatable; default: every checker that "
+                   "failed in RUN_DIR)")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where minimal.yaml, shrink-log.jsonl and the runs go (default runs/shrink/<experiment>-<time>)")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),

@@ -19,8 +19,9 @@ is small and ordered by what saves the most:
    member are renumbered; one aimed at the removed member keeps it);
 6. **fewer partitions** — halved while it still fails; then the chaos phase again.
 
-A candidate *fails* when one of the recorded run's failed checkers (or those
-named with ``--checker``) answers false. A failure that is not deterministic is
+A candidate *fails* when every checker that failed in the recorded run (or every
+one named with ``--checker``) answers false again — a candidate that breaks
+something else is another failure, not a smaller one. A failure that is not deterministic is
 handled by running a candidate up to ``tries`` times (accepted at its first
 failure; every verdict is logged), and the minimal experiment is run ``confirm``
 more times at the end, so its failure rate is stated, not assumed. Candidates
@@ -147,7 +148,7 @@ class Shrinker:
             for t in range(self.tries):
                 oc = self._run(exp, f"{attempt.number:03d}-{step.replace(' ', '-')}-try{t}", self.recorded.seed + t)
                 attempt.runs.append(self._run_record(oc))
-                if self.target & set(oc.failed_checkers):
+                if self.target <= set(oc.failed_checkers):
                     attempt.failing = True
                     break
             attempt.kept = attempt.failing  # the search keeps every failing candidate it tries (module docstring)
@@ -285,7 +286,7 @@ class Shrinker:
         except BudgetSpent as exc:
             self.stopped_by = "budget"
             self.say(f"budget spent ({exc}): keeping the smallest failing experiment so far")
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (chaos.process.terminate_on_sigterm)
             self.stopped_by = "interrupted"
             raise
         finally:
@@ -301,7 +302,7 @@ class Shrinker:
             try:
                 oc = self._run(exp, f"{a.number:03d}-confirm", self.recorded.seed + self.tries + t)
                 a.runs.append(self._run_record(oc))
-                a.failing = bool(self.target & set(oc.failed_checkers))
+                a.failing = self.target <= set(oc.failed_checkers)
                 self._runs.setdefault(_key(exp), []).append(a.runs[-1])
             finally:
                 self._log(a)
@@ -309,7 +310,7 @@ class Shrinker:
     def rate(self) -> tuple[int, int]:
         """How often the minimal experiment failed: (failing runs, runs) over every run of it."""
         runs = self._runs.get(_key(self.best), []) if self.best is not None else []
-        return sum(bool(self.target & set(r["failed"])) for r in runs), len(runs)
+        return sum(self.target <= set(r["failed"]) for r in runs), len(runs)
 
     def _write_minimal(self, exp: Experiment, rate: tuple[int, int] | None) -> None:
         rec = self.recorded
