@@ -721,8 +721,8 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
 @click.option("--confirm", default=3, show_default=True, type=click.IntRange(0, 50),
               help="runs of the minimal experiment at the end, to state its failure rate")
 @click.option("--checker", "checkers", multiple=True,
-              help="what counts as the failure: these checkers all false (repeatable; default: every checker that "
-                   "failed in RUN_DIR)")
+              help="what counts as the failure: one of these checkers false (repeatable; default: the experiment's "
+                   "expect_violation, else the checkers that failed in RUN_DIR)")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where minimal.yaml, shrink-log.jsonl and the runs go (default runs/shrink/<experiment>-<time>)")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
@@ -761,7 +761,8 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
     if best is None:
         runs = shrinker.attempts[0].runs if shrinker.attempts else []
         click.echo(f"NOT REPRODUCED: the replay of {run_dir} did not fail {', '.join(sorted(shrinker.target))} in "
-                   f"{len(runs)} run(s) ({', '.join(r['valid'] for r in runs)}); the failure depends on timing the "
+                   f"{len(runs)} run(s) (failed: {'; '.join(', '.join(r['failed']) or 'none' for r in runs)}); "
+                   f"the failure depends on timing the "
                    f"replay does not fix — try --tries 3  -> {out / 'shrink-log.jsonl'}")
         sys.exit(1)
     failing, n = shrinker.rate()

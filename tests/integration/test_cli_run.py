@@ -33,6 +33,23 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     checks = json.loads((run_dir / "checks.json").read_text())
     assert checks["valid"] == "false"
 
+    # the red run replayed: the same checker fails again (skipping records needs no fault, so it must)
+    res = chaos("replay", str(run_dir), "--out", str(tmp_path / "replay"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("reproduced") and "delivery" in res.stdout, res.stdout
+    (again,) = (tmp_path / "replay" / "skip-records-unexpected").iterdir()
+    assert json.loads((again / "replay.json").read_text())["reproduced"] is True
+    assert json.loads((again / "checks.json").read_text())["valid"] == "false"
+
+    # and shrunk, within a small budget: whatever it reached is a loadable experiment that failed
+    res = chaos("shrink", str(run_dir), "--budget", "100s", "--confirm", "0", "--out", str(tmp_path / "shrunk"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("minimal: 0 of 0 faults"), res.stdout
+    minimal = yaml.safe_load((tmp_path / "shrunk" / "minimal.yaml").read_text())
+    assert minimal["name"] == "skip-records-unexpected-minimal"
+    summary = json.loads((tmp_path / "shrunk" / "shrink.json").read_text())
+    assert summary["minimal_failed_runs"] >= 1 and summary["stopped_by"] in ("done", "budget")
+
 
 def test_nightly_archives_runs_by_date_within_its_budget(tmp_path):
     res = chaos("run", "--nightly", "--budget", "45s", "--seed", "9", "--out", str(tmp_path / "results"),

@@ -102,7 +102,7 @@ def test_a_damaged_run_directory_is_one_line_that_names_the_file(tmp_path, damag
 def test_replay_and_shrink_refuse_bad_input_with_one_line_and_exit_2(tmp_path):
     green = _record(tmp_path / "g", load_experiment("baseline"), [], valid="true", failed=())
     for args, says in [(["replay", str(tmp_path / "nothing")], "no such run directory"),
-                       (["shrink", str(green)], "shrink needs a red run"),
+                       (["shrink", str(green)], "shrink needs a run where"),
                        (["shrink", str(green), "--checker", "nope"], "no such checker"),
                        (["shrink", str(green), "--budget", "soon"], "--budget")]:
         res = CliRunner().invoke(main, args)
