@@ -1,6 +1,8 @@
 """White-box instrumentation of the application's own consumer (issue 14, part 1).
 
-``chaos.instrument.Consumer`` is a drop-in for ``confluent_kafka.Consumer`` that records, to the
+``chaos.instrument.Consumer`` is a drop-in for ``confluent_kafka.Consumer`` (and
+``chaos.instrument.KafkaConsumer`` for kafka-python's ``kafka.KafkaConsumer``, classic protocol,
+:mod:`chaos.instrument.kafka_python`) that records, to the
 run's event files in the one schema (:mod:`chaos.history.event`), what the application's consumer
 did: ``member_start``; ``assigned`` / ``revoked`` / ``lost`` around the application's own rebalance
 callbacks (which still run); every record returned by ``poll``/``consume`` with the generation or
@@ -33,7 +35,7 @@ instrumented class. By hand::
 or in code, before importing the library's class: ``import chaos.instrument.hook;
 chaos.instrument.hook.install()``.
 
-kafka-python's ``KafkaConsumer`` is not instrumented yet.
+The hook swaps kafka-python's ``kafka.KafkaConsumer`` the same way (``from kafka import KafkaConsumer``).
 """
 
 from __future__ import annotations
@@ -44,15 +46,20 @@ from chaos.instrument.recorder import processed
 
 if TYPE_CHECKING:
     from chaos.instrument.consumer import Consumer
+    from chaos.instrument.kafka_python import KafkaConsumer
 
-__all__ = ["Consumer", "processed"]
+__all__ = ["Consumer", "KafkaConsumer", "processed"]
 
 
 def __getattr__(name: str) -> Any:
-    # confluent-kafka is imported only when the class is asked for: ``processed`` and the hook's
-    # module must import without it
+    # a client library is imported only when its class is asked for: ``processed`` and the hook's
+    # module must import without either
     if name == "Consumer":
         from chaos.instrument.consumer import Consumer
 
         return Consumer
+    if name == "KafkaConsumer":
+        from chaos.instrument.kafka_python import KafkaConsumer
+
+        return KafkaConsumer
     raise AttributeError(f"module 'chaos.instrument' has no attribute {name!r}")

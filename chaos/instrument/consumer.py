@@ -63,7 +63,6 @@ from chaos.history.event import Kind
 from chaos.instrument.destination import Destination
 from chaos.instrument.recorder import TP, TPO, CommitAnswer, Recorder, Sent, View, commit_answer
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
-from chaos.outcome import Outcome
 from chaos.workload.clients.confluent import parse_group_metadata
 
 #: the library's own class, whatever ``confluent_kafka.Consumer`` names after the hook ran
@@ -378,23 +377,19 @@ class Consumer(LibraryConsumer):
         rec = self._chaos
         if rec is None:
             return super().close(*args, **kwargs)
-        rec.settle()  # closing counts as polling again
+
+        def close_library() -> None:
+            LibraryConsumer.close(self, *args, **kwargs)  # revoke callbacks and the last auto commit run in here
+
         try:
-            super().close(*args, **kwargs)  # revoke callbacks and the last auto commit run in here
-        except BaseException:
-            self._chaos_end(rec, clean=False)
-            raise
-        self._chaos_end(rec, clean=True)
+            rec.closing(close_library, self._chaos_unanswered)
+        finally:
+            self._chaos = None
         return None
 
-    def _chaos_end(self, rec: Recorder, clean: bool) -> None:
-        for c in self._chaos_pending:  # never answered: unknown, never assumed
-            if c.offsets is not None:
-                rec.commit(CommitAnswer(c.offsets, Outcome.UNKNOWN, None, "_NO_COMMIT_CALLBACK"), c.sent,
-                           answered=False)
-        self._chaos_pending.clear()
-        rec.stop(clean)
-        self._chaos = None
+    def _chaos_unanswered(self) -> list[tuple[tuple[TPO, ...], Sent, bool]]:
+        pending, self._chaos_pending = self._chaos_pending, []
+        return [(c.offsets, c.sent, False) for c in pending if c.offsets is not None]
 
     if hasattr(LibraryConsumer, "__exit__"):  # newer confluent-kafka: its __exit__ closes in C, past close()
         def __enter__(self) -> Consumer:

@@ -1,9 +1,10 @@
 """Putting the instrumented classes where an application looks for its client library's.
 
-:func:`install` replaces ``confluent_kafka.Consumer`` with :class:`chaos.instrument.Consumer` (and,
-when kafka-python is installed and instrumented, ``kafka.KafkaConsumer`` everywhere kafka-python
-exports it). An application that imports the class *after* ``install()`` — ``from confluent_kafka
-import Consumer`` or ``confluent_kafka.Consumer(...)`` — gets the instrumented one without a change.
+:func:`install` replaces ``confluent_kafka.Consumer`` with :class:`chaos.instrument.Consumer` and,
+when kafka-python is installed, ``kafka.KafkaConsumer`` / ``kafka.consumer.KafkaConsumer`` with
+:class:`chaos.instrument.KafkaConsumer`. An application that imports the class *after* ``install()`` —
+``from confluent_kafka import Consumer``, ``from kafka import KafkaConsumer``, ``kafka.KafkaConsumer(...)``
+— gets the instrumented one without a change.
 
 Why eager imports rather than an import hook that patches on first import: the libraries are
 imported here, once, when installing, so the swap cannot miss an import path (``importlib``,
@@ -43,6 +44,13 @@ def _targets() -> list[tuple[str, str, Any]]:
         from chaos.instrument.consumer import Consumer
 
         out.append(("confluent_kafka", "Consumer", Consumer))
+    if importlib.util.find_spec("kafka") is not None and importlib.util.find_spec("kafka.consumer.group") is not None:
+        from chaos.instrument.kafka_python import KafkaConsumer
+
+        # the two places kafka-python exports its class from (``from kafka import KafkaConsumer``,
+        # ``from kafka.consumer import KafkaConsumer``); the defining module ``kafka.consumer.group``
+        # keeps the library's, which the instrumented class subclasses
+        out.extend((module, "KafkaConsumer", KafkaConsumer) for module in ("kafka", "kafka.consumer"))
     return out
 
 

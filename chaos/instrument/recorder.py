@@ -249,6 +249,23 @@ class Recorder:
                           member_id=sent.member_id, outcome=answer.outcome.value, error_code=answer.error_code,
                           error_name=answer.error_name, auto=auto, **extra)
 
+    def closing(self, close: Callable[[], None], unanswered: Callable[[], Iterable[tuple[tuple[TPO, ...], Sent, bool]]]
+                ) -> None:
+        """The application closes its consumer: what it was handed counts as processed (closing is
+        polling again), then the library's ``close`` runs (revocations and the last auto commit are
+        recorded in there); the commits ``unanswered`` then names — (offsets, sent, auto) — are
+        ``unknown``, never assumed; ``member_stop`` clean when ``close`` returned, not when it raised."""
+        self.settle()
+        clean = False
+        try:
+            close()
+            clean = True
+        finally:
+            for offsets, sent, auto in unanswered():
+                self.commit(CommitAnswer(offsets, Outcome.UNKNOWN, None, "_NO_COMMIT_CALLBACK"), sent, auto=auto,
+                            answered=False)
+            self.stop(clean)
+
     def error(self, message: str, code: int | None, name: str | None, fatal: bool) -> None:
         self._recent = None  # an error may come with a reset of the member (fenced, unknown member id)
         self._emit(Kind.ERROR, message=message[:MAX_MESSAGE], error_code=code, error_name=name, fatal=fatal)

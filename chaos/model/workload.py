@@ -229,8 +229,8 @@ class ConsumerSpec(_Frozen):
         article = "an" if self.app is not None else "a"
         if self.client is not Client.CONFLUENT_KAFKA:
             raise ValueError(f"client {self.client.value} does not apply to {article} {what} member: the application brings "
-                             "its own client (app members: confluent_kafka.Consumer, instrumented; kafka-python's "
-                             "KafkaConsumer is not instrumented yet)")
+                             "its own client (app members: confluent_kafka.Consumer or kafka-python's KafkaConsumer, "
+                             "both instrumented)")
         ours = {name: value for name in _OWN_LOOP_FIELDS
                 if (value := getattr(self, name)) != ConsumerSpec.model_fields[name].default}
         if ours:

@@ -1,6 +1,7 @@
 """chaos.instrument on a real cluster: an application's own loop, instrumented without a code change.
 
-Two member processes run an app-style loop that imports ``confluent_kafka.Consumer`` itself; each is
+Two member processes run an app-style loop that imports ``confluent_kafka.Consumer`` (or kafka-python's
+``kafka.KafkaConsumer``) itself; each is
 started the way kafka-chaos starts a white-box member (``chaos/instrument/site`` on ``PYTHONPATH``,
 ``KAFKA_CHAOS_INSTRUMENT=1``, its events file in ``KAFKA_CHAOS_EVENTS``). The assertions read only the
 events files the applications' consumers wrote, then judge them with the real delivery checker.
@@ -21,7 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 import chaos.instrument
-from chaos.checkers import delivery
+from chaos.checkers import delivery, generations, ownership_generation
 from chaos.checkers.bounds import CheckerBounds, resolve
 from chaos.checkers.result import Validity
 from chaos.cluster.admin import retry
@@ -81,6 +82,65 @@ c.close()
 '''
 
 
+#: the same application written for kafka-python: ``poll`` + synchronous commits, or iteration
+#: (``for msg in consumer``) + asynchronous commits of the positions; ``broken`` commits a batch before
+#: processing it and crashes while processing (the at-most-once hole delivery must see)
+APP_KAFKA_PYTHON = '''
+import os, signal, sys
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.errors import KafkaError
+
+stopping = False
+def stop(*_):
+    global stopping
+    stopping = True
+signal.signal(signal.SIGTERM, stop)
+
+style = sys.argv[1]
+done = {}  # next offset per partition, processed so far
+c = KafkaConsumer(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], group_id=os.environ["KAFKA_GROUP_ID"],
+                  enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
+                  heartbeat_interval_ms=1000, consumer_timeout_ms=300, reconnect_backoff_max_ms=1000)
+print(type(c).__module__, flush=True)
+
+class Listener(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked):
+        mine = {tp: OffsetAndMetadata(done.pop(tp), "", -1) for tp in revoked if tp in done}
+        if mine:
+            c.commit(mine)
+
+    def on_partitions_assigned(self, assigned):
+        pass
+
+c.subscribe([os.environ["KAFKA_TOPIC"]], listener=Listener())
+while not stopping:
+    if style == "iter":
+        n = 0
+        for msg in c:  # ends after consumer_timeout_ms without a record
+            done[TopicPartition(msg.topic, msg.partition)] = msg.offset + 1
+            n += 1
+            if n % 25 == 0:
+                c.commit_async()  # the positions: every record handed out so far, all processed
+            if stopping:
+                break
+        if done:
+            c.commit_async({tp: OffsetAndMetadata(o, "", -1) for tp, o in done.items()})
+        continue
+    batches = c.poll(timeout_ms=300)
+    if style == "broken" and batches:
+        c.commit()  # before processing: the positions after this batch
+        os._exit(3)  # ... and the process dies while processing it
+    for tp, records in batches.items():
+        done[tp] = records[-1].offset + 1
+    if batches:
+        try:
+            c.commit()
+        except KafkaError as exc:
+            print("commit failed", exc, flush=True)
+c.close()
+'''
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with LocalCluster(ClusterSpec.build(brokers=1, lanes=1)) as c:
@@ -88,12 +148,12 @@ def cluster():
 
 
 class App:
-    def __init__(self, cluster, run: Path, name: str, topic: str, group: str, style: str):
+    def __init__(self, cluster, run: Path, name: str, topic: str, group: str, style: str, source: str = APP):
         self.name = name
         self.path = run / "events" / f"{name}.jsonl"
         (run / "workers").mkdir(exist_ok=True)
-        script = run / "app.py"
-        script.write_text(APP)
+        script = run / f"app-{name}.py"
+        script.write_text(source)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SITE), os.environ.get("PYTHONPATH")) if p),
                "KAFKA_CHAOS_INSTRUMENT": "1", "KAFKA_CHAOS_EVENTS": str(self.path), "KAFKA_CHAOS_MEMBER": name,
                "KAFKA_CHAOS_GROUP": group, "KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap("lane0"),
@@ -144,21 +204,17 @@ def produce(cluster, topic: str, start: int, n: int, events: EventWriter) -> set
     return acked
 
 
-def test_an_applications_own_loop_is_recorded_in_the_schema(cluster, tmp_path):
-    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    cluster.admin.create_topic(topic, PARTITIONS, 1)
-    retry(lambda: True if all(cluster.leader_of(topic, p) for p in range(PARTITIONS)) else None,
-          time.monotonic() + 30, "leaders")
-    (tmp_path / "header.json").write_bytes(orjson.dumps({"schema_version": 1, "run_id": tmp_path.name, "seed": 0,
-                                                         "experiment": {}, "versions": {}, "configs": {}}))
-    producer = EventWriter.for_run(tmp_path, "producer-0")
+def two_apps(cluster, run: Path, topic: str, group: str, styles: tuple[str, str], source: str) -> tuple[App, App]:
+    """consumer-0 alone, 200 records, consumer-1 joins (a rebalance), 200 more; both stopped once every
+    record was processed; the producer's acks in ``producer-0``."""
+    producer = EventWriter.for_run(run, "producer-0")
     apps: list[App] = []
     try:
-        a = App(cluster, tmp_path, "consumer-0", topic, group, "sync")
+        a = App(cluster, run, "consumer-0", topic, group, styles[0], source)
         apps.append(a)
         wait_for("consumer-0 assigned", lambda: [e for e in a.events(Assigned) if e.partitions], apps)
         acked = produce(cluster, topic, 0, 200, producer)
-        b = App(cluster, tmp_path, "consumer-1", topic, group, "async")
+        b = App(cluster, run, "consumer-1", topic, group, styles[1], source)
         apps.append(b)
         wait_for("consumer-1 assigned", lambda: [e for e in b.events(Assigned) if e.partitions], apps)
         acked |= produce(cluster, topic, 200, 200, producer)
@@ -173,29 +229,90 @@ def test_an_applications_own_loop_is_recorded_in_the_schema(cluster, tmp_path):
         for app in apps:
             app.kill()
         producer.close()
+    return a, b
 
-    for app, style in ((a, "sync"), (b, "async")):
-        assert app.log_path.read_text().splitlines()[0] == "chaos.instrument.consumer", "hook not installed"
-        starts, stops = app.events(MemberStart), app.events(MemberStop)
-        assert len(starts) == 1 and starts[0].group == group and starts[0].session_timeout_ms == 6000
-        assert len(stops) == 1 and stops[0].clean
-        assigned = [e for e in app.events(Assigned) if e.partitions]
-        assert assigned and all(e.generation is not None and e.member_id for e in assigned)
-        consumed = app.events(Consumed)
-        assert consumed and all(e.generation is not None and e.ts_uncertain_ns is not None for e in consumed)
-        commits = app.events(Commit)
-        ok = [c for c in commits if c.outcome is Outcome.OK]
-        assert ok and all(c.generation is not None and c.offsets and not c.auto for c in ok), style
-        # a commit is stamped when sent and answered later; the async ones through the chained on_commit
-        assert all(c.answered_ns is None or c.answered_ns >= c.mono_ns for c in commits)
+
+def recorded_in_the_schema(app: App, module: str, group: str) -> None:
+    assert app.log_path.read_text().splitlines()[0] == module, "hook not installed"
+    starts, stops = app.events(MemberStart), app.events(MemberStop)
+    assert len(starts) == 1 and starts[0].group == group and starts[0].session_timeout_ms == 6000
+    assert len(stops) == 1 and stops[0].clean
+    assigned = [e for e in app.events(Assigned) if e.partitions]
+    assert assigned and all(e.generation is not None and e.member_id for e in assigned)
+    consumed = app.events(Consumed)
+    assert consumed and all(e.generation is not None and e.ts_uncertain_ns is not None for e in consumed)
+    commits = app.events(Commit)
+    ok = [c for c in commits if c.outcome is Outcome.OK]
+    assert ok and all(c.generation is not None and c.offsets and not c.auto for c in ok), app.name
+    # a commit is stamped when sent and answered later; the async ones when their answer arrives
+    assert all(c.answered_ns is None or c.answered_ns >= c.mono_ns for c in commits)
+
+
+def judged(run: Path, checker):
+    history = read_history(merge_run(run))
+    return checker.check(history, resolve(CheckerBounds(), history,
+                                          [e for e in history.events if isinstance(e, MemberStart)]))
+
+
+def new_run(cluster, run: Path) -> tuple[str, str]:
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    cluster.admin.create_topic(topic, PARTITIONS, 1)
+    retry(lambda: True if all(cluster.leader_of(topic, p) for p in range(PARTITIONS)) else None,
+          time.monotonic() + 30, "leaders")
+    (run / "header.json").write_bytes(orjson.dumps({"schema_version": 1, "run_id": run.name, "seed": 0,
+                                                    "experiment": {}, "versions": {}, "configs": {}}))
+    return topic, group
+
+
+
+def test_an_applications_own_loop_is_recorded_in_the_schema(cluster, tmp_path):
+    topic, group = new_run(cluster, tmp_path)
+    a, b = two_apps(cluster, tmp_path, topic, group, ("sync", "async"), APP)
+    for app in (a, b):
+        recorded_in_the_schema(app, "chaos.instrument.consumer", group)
     # consumer-1 joining made consumer-0 give partitions back (eager range), committing them in its
     # on_revoke before its revocation is recorded; then the group moved to a later generation
     revoked = a.events(Revoked)
     assert revoked
     gens = [e.generation for e in a.events(Assigned) if e.partitions]
     assert gens == sorted(gens) and gens[-1] > gens[0]
-    history = read_history(merge_run(tmp_path))
-    result = delivery.check(history, resolve(CheckerBounds(), history,
-                                             [e for e in history.events if isinstance(e, MemberStart)]))
+    result = judged(tmp_path, delivery)
     assert result.valid is Validity.TRUE, result.findings
     assert result.metrics["produced"] == 400 and result.metrics["lost"] == 0
+
+
+def test_a_kafka_python_applications_own_loop_is_recorded_in_the_schema(cluster, tmp_path):
+    topic, group = new_run(cluster, tmp_path)
+    a, b = two_apps(cluster, tmp_path, topic, group, ("poll", "iter"), APP_KAFKA_PYTHON)
+    for app in (a, b):
+        recorded_in_the_schema(app, "chaos.instrument.kafka_python", group)
+        assert app.events(MemberStart)[0].client.value == "kafka-python"
+    # consumer-1 joining made consumer-0 give its partitions back (eager), committing them in its listener
+    assert a.events(Revoked)
+    gens = [e.generation for e in a.events(Assigned) if e.partitions]
+    assert gens == sorted(gens) and gens[-1] > gens[0]
+    result = judged(tmp_path, delivery)
+    assert result.valid is Validity.TRUE, result.findings
+    assert result.metrics["produced"] == 400 and result.metrics["lost"] == 0
+    for checker in (ownership_generation, generations):
+        result = judged(tmp_path, checker)
+        assert result.valid is Validity.TRUE, (checker.__name__, result.findings)
+
+
+def test_a_kafka_python_application_committing_before_processing_is_judged_false(cluster, tmp_path):
+    topic, group = new_run(cluster, tmp_path)
+    producer = EventWriter.for_run(tmp_path, "producer-0")
+    try:
+        produce(cluster, topic, 0, 200, producer)
+    finally:
+        producer.close()
+    app = App(cluster, tmp_path, "consumer-0", topic, group, "broken", APP_KAFKA_PYTHON)
+    try:
+        assert app.proc.wait(90) == 3
+    finally:
+        app.kill()
+    commits = app.events(Commit)
+    assert [c.outcome for c in commits] == [Outcome.OK] and not app.events(Consumed)
+    result = judged(tmp_path, delivery)
+    assert result.valid is Validity.FALSE, result.findings
+    assert result.metrics["lost"] > 0

