@@ -49,8 +49,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from chaos.errors import InfrastructureError, UsageError
-from chaos.experiment import Experiment, FaultSpec, parse_experiment
+from chaos.experiment import Experiment, FaultSpec
 from chaos.replay import LIVE_LEAD_S, RecordedRun, as_fired, experiment_yaml
 from chaos.runner import ClusterPool, RunOutcome, estimate_s, pooled_run
 
@@ -352,17 +354,11 @@ class Shrinker:
 
 
 def changed(exp: Experiment, **changes: Any) -> Experiment | None:
-    """``exp`` with changes at dotted paths (``phases.chaos_s=5``), or None when the model refuses the result."""
-    data = exp.model_dump(mode="json")
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
+    """``exp`` with changes at dotted paths (:meth:`Experiment.with_overrides`), or None when the model refuses
+    the result (a candidate that cannot exist is skipped, not run)."""
     try:
-        return parse_experiment(data, exp.name)
-    except UsageError:
+        return exp.with_overrides(**changes)
+    except (ValidationError, UsageError):
         return None
 
 

@@ -19,21 +19,10 @@ from chaos.errors import UsageError
 from chaos.instrument import hook
 from chaos.instrument.consumer import Consumer, LibraryConsumer, answers, commit_arguments, merged_config
 from chaos.instrument.destination import Destination
-from chaos.instrument.recorder import Recorder
 from chaos.outcome import Outcome
 
 SITE = Path(chaos.instrument.__file__).parent / "site"
 BASE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}
-
-
-@pytest.fixture(autouse=True)
-def clean(monkeypatch):
-    for var in ("KAFKA_CHAOS_EVENTS", "KAFKA_CHAOS_MEMBER", "KAFKA_CHAOS_GROUP", "KAFKA_CHAOS_INSTRUMENT"):
-        monkeypatch.delenv(var, raising=False)
-    Recorder._open.clear()
-    yield
-    hook.uninstall()
-    Recorder._open.clear()
 
 
 def events(path: Path) -> list[dict]:

@@ -33,22 +33,11 @@ from chaos.instrument.kafka_python import (
     generation_view,
     offsets_of,
 )
-from chaos.instrument.recorder import Recorder
 from chaos.model.workload import Assignor
 from chaos.outcome import Outcome
 
 SITE = Path(chaos.instrument.__file__).parent / "site"
 BASE = {"bootstrap_servers": "127.0.0.1:1", "api_version": (2, 8), "enable_auto_commit": False}
-
-
-@pytest.fixture(autouse=True)
-def clean(monkeypatch):
-    for var in ("KAFKA_CHAOS_EVENTS", "KAFKA_CHAOS_MEMBER", "KAFKA_CHAOS_GROUP", "KAFKA_CHAOS_INSTRUMENT"):
-        monkeypatch.delenv(var, raising=False)
-    Recorder._open.clear()
-    yield
-    hook.uninstall()
-    Recorder._open.clear()
 
 
 @pytest.fixture
