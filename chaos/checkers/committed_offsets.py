@@ -37,6 +37,28 @@ by a deposed coordinator that the new one does not have *is* a lost commit.
 Samples must name the broker that answered them (the observer sends OffsetFetch
 to the broker FindCoordinator named just before); unlabelled samples are judged.
 
+New coordinators' trailing reads (Kafka 4.x's group coordinator). The coordinator
+runtime appends with ``acks=1`` and answers a write once the partition's high
+watermark passed it (``CoordinatorPartitionWriter.append``, ``CoordinatorRuntime``'s
+deferred events); when a broker becomes leader of the group's ``__consumer_offsets``
+partition, its loader replays the whole log but counts as committed only what lies
+below *its* high watermark (``CoordinatorLoaderImpl``: ``updateLastCommittedOffset``
+only once a batch reaches the HWM), and reads — OffsetFetch among them — are served
+at the last committed offset. A new leader's high watermark is the one it last
+learnt as a follower, one fetch behind the old leader's, and it moves up once the
+other replicas fetch from it. So for a moment after a failover the new coordinator
+answers OffsetFetch without a commit the old one acknowledged, although its log has
+it. A sample below an acknowledged maximum is set aside as such a trailing read
+(``trailing_samples``, cited in a note) only when all of this holds: the broker
+that answered it logged loading the group after that maximum was observed (and is
+the latest to have loaded it), and a later sample answered by the same broker,
+before anyone loads the group again, reads the maximum or more with no accepted
+commit of the maximum or more in between — the store had it all along. A value that
+never comes back, or that only a new commit brings back, is judged: that is what a
+commit lost in the failover looks like (e.g. KAFKA-20634, acknowledged writes
+completed by a high watermark over truncated records). Observed on Kafka 4.4.0
+(docs/architecture.md, "Committed offsets across coordinator failover").
+
 Counting: a rollback stays visible in every sample until the offset climbs
 back, so findings are grouped by what they are — one per partition and
 earlier maximum that was undercut, citing the observations that undercut it
@@ -86,11 +108,43 @@ def _deposed(loaders: dict[str, tuple[list[int], list[int]]], e: CommittedOffset
     return brokers[i]
 
 
+#: per (group, topic, partition): judged samples as (mono_ns, answering broker or -1, value, seq), and ok commits
+#: as (sent ns, answered ns, value), in history order — what the trailing-read rule looks ahead in
+_Seen = tuple[dict[tuple[str, str, int], list[tuple[int, int, int, int]]],
+              dict[tuple[str, str, int], list[tuple[int, int, int]]]]
+
+
+def _trailing(seen: _Seen, loaders: dict[str, tuple[list[int], list[int]]], key: tuple[str, str, int],
+              undercut: tuple[int, int], sample: tuple[int, int, int, int], slack: int) -> bool:
+    """Whether ``sample`` (below the maximum ``undercut`` = (value, observed ns)) is a new coordinator's trailing
+    read: its broker loaded the group after the maximum was observed, and later answered the maximum or more
+    again, before anyone loaded the group anew, with no accepted commit of the maximum or more in between."""
+    top, top_ns = undercut
+    ns, broker, _, seq = sample
+    if broker < 0 or (got := loaders.get(key[0])) is None:
+        return False
+    times, brokers = got
+    i = bisect_right(times, ns - LOG_STAMP_UNCERTAINTY_NS) - 1
+    if i < 0 or brokers[i] != broker or times[i] - LOG_STAMP_UNCERTAINTY_NS <= top_ns:
+        return False
+    reload_ns = times[i + 1] if i + 1 < len(times) else None
+    samples, commits = seen
+    for later_ns, later_broker, value, later_seq in samples.get(key, ()):
+        if later_seq <= seq or later_broker != broker or value < top:
+            continue
+        if reload_ns is not None and later_ns >= reload_ns - LOG_STAMP_UNCERTAINTY_NS:
+            return False
+        return not any(v >= top and sent <= later_ns and answered >= ns - slack
+                       for sent, answered, v in commits.get(key, ()))
+    return False
+
+
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
     slack = bounds.slack_ns
-    # Per (group, topic, partition): [commit max, its seq, sample max, its seq, overall max, times, maxes, seqs]
+    # Per (group, topic, partition): [commit max, its seq, sample max, its seq, overall max, times, maxes, seqs,
+    # the sample max's time]
     # where times/maxes/seqs record each rise of the overall maximum, so "the maximum observed
     # before t - slack" is one bisect. Values that do not lower the maximum take the fast path.
     state: dict[tuple[str, str, int], list[Any]] = {}
@@ -101,6 +155,10 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     loaders = _loaders(idx)
     # (group, deposed broker, its successor) -> seqs of the samples it answered after being deposed
     stale: dict[tuple[str, int, int], list[int]] = {}
+    # the maximum each move undercut, as (value, when observed); each judged sample's (ns, broker, value, seq)
+    undercut: dict[tuple[str, str, int, int], tuple[int, int]] = {}
+    seen: _Seen = ({}, {})
+    sample_at: dict[int, tuple[int, int]] = {}
     for e in cast("list[Commit | CommittedOffsets | FaultStart]", idx.stream((Commit, CommittedOffsets, FaultStart))):
         if type(e) is FaultStart:
             if "reset" in e.fault_type.lower():
@@ -133,7 +191,13 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             key = (group, topic, part)
             st = state.get(key)
             if st is None:
-                st = state[key] = [-1, 0, -1, 0, -1, [], [], []]
+                st = state[key] = [-1, 0, -1, 0, -1, [], [], [], 0]
+            if is_sample:
+                broker = cast("int | None", e.coordinator)  # type: ignore[union-attr]
+                seen[0].setdefault(key, []).append((ns, -1 if broker is None else broker, value, seq))
+                sample_at[seq] = (ns, -1 if broker is None else broker)
+            else:
+                seen[1].setdefault(key, []).append((ns, late, value))
             if value >= st[4]:
                 if value > st[4]:
                     st[4] = value
@@ -144,12 +208,13 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     st[7].append(seq)
                 if is_sample:
                     if value > st[2]:
-                        st[2], st[3] = value, seq
+                        st[2], st[3], st[8] = value, seq, ns
                 elif value > st[0]:
                     st[0], st[1] = value, seq
                 continue
             where = f"group {group} {fmt_tp((topic, part))}"
             if is_sample and value < st[2]:
+                undercut.setdefault((group, topic, part, st[3]), (st[2], st[8]))
                 moves.setdefault((group, topic, part, st[3]), (
                     f"{where}: committed offset sample {value} is below the earlier sample {st[2]}", []))[1].append(seq)
             elif not is_sample and value < st[0]:
@@ -159,14 +224,32 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             else:
                 i = bisect_left(st[5], ns - slack) - 1
                 if i >= 0 and value < st[6][i]:
+                    undercut.setdefault((group, topic, part, st[7][i]), (st[6][i], st[5][i]))
                     what = "sample" if is_sample else f"commit by {e.source}"
                     moves.setdefault((group, topic, part, st[7][i]), (
                         f"{where}: committed offset went back from {st[6][i]} to {value} ({what})", []))[1].append(seq)
             if is_sample:
                 if value > st[2]:
-                    st[2], st[3] = value, seq
+                    st[2], st[3], st[8] = value, seq, ns
             elif value > st[0]:
                 st[0], st[1] = value, seq
+    # (group, broker) -> seqs of its trailing reads, set aside; moves left with none are dropped
+    trailing: dict[tuple[str, int], list[int]] = {}
+    for move, (text, later) in list(moves.items()):
+        if move not in undercut:  # a commit below a commit: never set aside
+            continue
+        key = move[:3]
+        kept = []
+        for seq in later:
+            at = sample_at.get(seq)
+            if at is not None and _trailing(seen, loaders, key, undercut[move], (at[0], at[1], 0, seq), slack):
+                trailing.setdefault((move[0], at[1]), []).append(seq)
+            else:
+                kept.append(seq)
+        if kept:
+            moves[move] = (text, kept)
+        else:
+            del moves[move]
     for (_, _, _, earlier), (text, later) in moves.items():
         more = f" (undercut by {len(later)} observation(s) in all)" if len(later) > 1 else ""
         log.violation(text + more, earlier, *later[:MAX_CITED])
@@ -175,12 +258,23 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         log.note(f"group {group}: {len(seqs)} committed-offset sample(s) answered by broker {broker} after broker "
                  f"{successor} had loaded the group set aside, not judged (a deposed coordinator answers from "
                  f"its cache until it learns it lost its leadership{more})", *seqs[:MAX_CITED])
+    for (group, broker), seqs in trailing.items():
+        seqs = sorted(set(seqs))
+        more = f", the first {MAX_CITED} cited" if len(seqs) > MAX_CITED else ""
+        log.note(f"group {group}: {len(seqs)} committed-offset sample(s) answered by broker {broker} just after it "
+                 f"loaded the group read below an acknowledged commit that the same broker answered again later "
+                 f"with no new commit: set aside, not judged (a new coordinator reads at its high watermark, "
+                 f"which trails its log for a moment after a leader change{more})", *seqs[:MAX_CITED])
     moved = {(g, t, p) for g, t, p, _ in moves}
     undercutting = sum(len(later) for _, later in moves.values())
     metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count,
                "partitions_moved_back": len(moved), "observations_below": undercutting,
-               "stale_samples": sum(len(v) for v in stale.values())}
+               "stale_samples": sum(len(v) for v in stale.values()),
+               "trailing_samples": sum(len(set(v)) for v in trailing.values())}
+    aside = [f"{n} {what} set aside" for n, what in ((metrics["stale_samples"], "deposed coordinator's sample(s)"),
+                                                     (metrics["trailing_samples"], "new coordinator's trailing read(s)"))
+             if n]
     return log.result(NAME, f"committed offsets never moved backwards ({observations} observations, "
-                      f"{len(state)} partition(s))",
+                      f"{len(state)} partition(s){''.join(', ' + a for a in aside)})",
                       f"{len(moved)} partition(s) whose committed offset moved backwards ({len(moves)} earlier "
                       f"maximum(s) undercut, by {undercutting} observation(s))", metrics)

@@ -48,14 +48,15 @@ def test_wrong_consumer_is_caught_under_kip848(_chaos_pool, tmp_path, name):
         assert got[checker.value].valid is Validity.FALSE, {k: (r.valid, r.summary) for k, r in got.items()}
 
 
-@pytest.mark.slow
 def test_kip848_group_survives_its_coordinator_killed_while_members_reconcile(_chaos_pool, tmp_path):
     """The kill fires on the new coordinator's "Bumped group epoch" line (a reconciliation starts) and the run
     is judged valid; faults.json says where it landed.
 
-    Opt-in (``--run-slow``) until a finding is explained: in 1 of 3 runs (seed 34) committed-offsets failed — a
-    commit of a leaving member answered OK 5 ms before the coordinator's SIGKILL was missing from the next
-    coordinator's offsets (README, "Known gaps"). The other checkers agreed in every run.
+    The kill lands a few ms after the leaving member's last commit, so the next coordinator may, for a moment,
+    read below it (it serves reads at its high watermark, which trails its log after the leader change):
+    committed-offsets sets such a read aside only when the same broker reads the commit again with no new
+    commit (docs/architecture.md, "Committed offsets across coordinator failover"). Once opt-in over this
+    finding (seed 34, 1 run in 3).
     """
     import json
 

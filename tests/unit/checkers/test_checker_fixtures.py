@@ -15,7 +15,7 @@ import yaml
 
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import CheckerName, Validity
-from chaos.history import BrokerLogEvent, read_history
+from chaos.history import BrokerLogEvent, CommittedOffsets, read_history
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 MANIFEST = yaml.safe_load((FIXTURES / "MANIFEST.yaml").read_text())
@@ -84,3 +84,21 @@ def test_deposed_coordinators_sample_is_set_aside_only_because_another_broker_lo
                                             if getattr(e, "event", None) is not BrokerLogEvent.LOADING))
     r = run_checkers(without, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
     assert r.valid is Validity.FALSE and r.metrics["stale_samples"] == 0, r.summary
+
+
+def test_new_coordinators_trailing_read_is_set_aside_only_when_the_same_broker_reads_the_commit_again():
+    history = read_history(FIXTURES / "committed-offsets-new-coordinator-trailing-read.jsonl")
+    r = run_checkers(history, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.TRUE and r.metrics["trailing_samples"] == 1, r.summary
+    assert any("answered by broker 2 just after it loaded the group" in f.description for f in r.findings)
+    # without the sample in which broker 2 reads t-0@4 again, the dip is a lost commit
+    last = max(e.seq for e in history.events if isinstance(e, CommittedOffsets)
+               and any(o == 4 for _, p, o in e.offsets if p == 0))
+    without = replace(history, events=tuple(e for e in history.events if e.seq != last))
+    r = run_checkers(without, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.FALSE and r.metrics["trailing_samples"] == 0, r.summary
+    # nor without the new coordinator's loading line: nothing says a leader change happened
+    unloaded = replace(history, events=tuple(e for e in history.events
+                                             if getattr(e, "event", None) is not BrokerLogEvent.LOADING))
+    r = run_checkers(unloaded, [CheckerName.COMMITTED_OFFSETS]).result(CheckerName.COMMITTED_OFFSETS)
+    assert r.valid is Validity.FALSE, r.summary
