@@ -378,13 +378,8 @@ class Consumer(LibraryConsumer):
         if rec is None:
             return super().close(*args, **kwargs)
 
-        def close_library() -> None:
-            LibraryConsumer.close(self, *args, **kwargs)  # revoke callbacks and the last auto commit run in here
-
-        try:
-            rec.closing(close_library, self._chaos_unanswered)
-        finally:
-            self._chaos = None
+        # revoke callbacks and the last auto commit run in the library's close
+        rec.closing_of(self, lambda: LibraryConsumer.close(self, *args, **kwargs))
         return None
 
     def _chaos_unanswered(self) -> list[tuple[tuple[TPO, ...], Sent, bool]]:

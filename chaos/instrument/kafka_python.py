@@ -347,13 +347,8 @@ class KafkaConsumer(_Library):
         if rec is None:
             return super().close(autocommit=autocommit, timeout_ms=timeout_ms)
 
-        def close_library() -> None:
-            _Library.close(self, autocommit=autocommit, timeout_ms=timeout_ms)  # close's auto commit runs in here
-
-        try:
-            rec.closing(close_library, self._chaos_unanswered)
-        finally:
-            self._chaos = None
+        # close's auto commit runs in the library's close
+        rec.closing_of(self, lambda: _Library.close(self, autocommit=autocommit, timeout_ms=timeout_ms))
         return None
 
     def _chaos_unanswered(self) -> list[tuple[tuple[TPO, ...], Sent, bool]]:

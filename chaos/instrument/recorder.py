@@ -266,6 +266,15 @@ class Recorder:
                             answered=False)
             self.stop(clean)
 
+    def closing_of(self, consumer: Any, close: Callable[[], None]) -> None:
+        """:meth:`closing` for an instrumented consumer (its ``_chaos_unanswered`` names the commits left
+        unanswered), which is detached from this recorder afterwards (``_chaos`` = None), even when
+        ``close`` raised: a second ``close()`` is the library's alone."""
+        try:
+            self.closing(close, consumer._chaos_unanswered)
+        finally:
+            consumer._chaos = None
+
     def error(self, message: str, code: int | None, name: str | None, fatal: bool) -> None:
         self._recent = None  # an error may come with a reset of the member (fenced, unknown member id)
         self._emit(Kind.ERROR, message=message[:MAX_MESSAGE], error_code=code, error_name=name, fatal=fatal)
