@@ -6,8 +6,6 @@ the assertions read only the events files the workers wrote.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -20,9 +18,9 @@ from chaos.cluster.admin import retry
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Assigned, Commit, Consumed, MemberStart, MemberStop, Revoked
-from chaos.history.reader import parse_line
 from chaos.workload.spec import ConsumerSpec, WorkerConfig
 from tests import waiting
+from tests.member_process import MemberProcess
 
 PARTITIONS = 6
 RECORDS = 300
@@ -59,41 +57,15 @@ def produce(cluster, topic: str, n: int = RECORDS) -> set[tuple[int, int]]:
     return acked
 
 
-class Worker:
+class Worker(MemberProcess):
     def __init__(self, run_dir: Path, cfg: WorkerConfig):
         self.cfg = cfg
-        self.path = run_dir / "events" / f"{cfg.name}.jsonl"
         wdir = run_dir / "workers"  # as the workload runner lays it out
         wdir.mkdir(exist_ok=True)
         conf = wdir / f"{cfg.name}.json"
         conf.write_text(cfg.model_dump_json())
-        self.log_path = wdir / f"{cfg.name}.out"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "chaos.workload.worker", str(conf)],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-
-    def events(self, cls=None):
-        if not self.path.exists():
-            return []
-        out = []
-        for i, line in enumerate(self.path.read_bytes().splitlines(), 1):
-            ev = parse_line(line, f"{self.path}:{i}")
-            if cls is None or isinstance(ev, cls):
-                out.append(ev)
-        return out
-
-    def stop(self, timeout: float = 30) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self.log.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        super().__init__([sys.executable, "-m", "chaos.workload.worker", str(conf)],
+                         run_dir / "events" / f"{cfg.name}.jsonl", wdir / f"{cfg.name}.out")
 
 
 def start(cluster, run_dir: Path, name: str, topic: str, group: str, lane: str = "lane0", **spec) -> Worker:

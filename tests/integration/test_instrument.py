@@ -10,8 +10,6 @@ events files the applications' consumers wrote, then judge them with the real de
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -30,17 +28,17 @@ from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.history import EventWriter, merge_run, read_history
 from chaos.history.event import Assigned, Commit, Consumed, Kind, MemberStart, MemberStop, Revoked
-from chaos.history.reader import parse_line
 from chaos.outcome import Outcome
 from tests import waiting
+from tests.member_process import MemberProcess
 
 PARTITIONS = 4
 SITE = Path(chaos.instrument.__file__).parent / "site"
 
-#: the application: its own loop, commit policy and rebalance listener; nothing of kafka-chaos in it
-APP = '''
+#: what both applications start with: stop at SIGTERM (the run's teardown), ``style`` from argv, and the
+#: next offset per partition processed so far
+_APP_PREAMBLE = '''
 import os, signal, sys
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 stopping = False
 def stop(*_):
@@ -50,6 +48,11 @@ signal.signal(signal.SIGTERM, stop)
 
 style = sys.argv[1]
 done = {}  # next offset per partition, processed so far
+'''
+
+#: the application: its own loop, commit policy and rebalance listener; nothing of kafka-chaos in it
+APP = _APP_PREAMBLE + '''
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 c = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": os.environ["KAFKA_GROUP_ID"],
               "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
               "heartbeat.interval.ms": 1000, "log_level": 0})
@@ -85,19 +88,9 @@ c.close()
 #: the same application written for kafka-python: ``poll`` + synchronous commits, or iteration
 #: (``for msg in consumer``) + asynchronous commits of the positions; ``broken`` commits a batch before
 #: processing it and crashes while processing (the at-most-once hole delivery must see)
-APP_KAFKA_PYTHON = '''
-import os, signal, sys
+APP_KAFKA_PYTHON = _APP_PREAMBLE + '''
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
-
-stopping = False
-def stop(*_):
-    global stopping
-    stopping = True
-signal.signal(signal.SIGTERM, stop)
-
-style = sys.argv[1]
-done = {}  # next offset per partition, processed so far
 c = KafkaConsumer(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], group_id=os.environ["KAFKA_GROUP_ID"],
                   enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
                   heartbeat_interval_ms=1000, consumer_timeout_ms=300, reconnect_backoff_max_ms=1000)
@@ -147,41 +140,18 @@ def cluster():
         yield c
 
 
-class App:
+class App(MemberProcess):
     def __init__(self, cluster, run: Path, name: str, topic: str, group: str, style: str, source: str = APP):
         self.name = name
-        self.path = run / "events" / f"{name}.jsonl"
         (run / "workers").mkdir(exist_ok=True)
         script = run / f"app-{name}.py"
         script.write_text(source)
+        events = run / "events" / f"{name}.jsonl"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SITE), os.environ.get("PYTHONPATH")) if p),
-               "KAFKA_CHAOS_INSTRUMENT": "1", "KAFKA_CHAOS_EVENTS": str(self.path), "KAFKA_CHAOS_MEMBER": name,
+               "KAFKA_CHAOS_INSTRUMENT": "1", "KAFKA_CHAOS_EVENTS": str(events), "KAFKA_CHAOS_MEMBER": name,
                "KAFKA_CHAOS_GROUP": group, "KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap("lane0"),
                "KAFKA_GROUP_ID": group, "KAFKA_TOPIC": topic}
-        self.log_path = run / "workers" / f"{name}.out"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, str(script), style], env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-    def events(self, cls=None):
-        if not self.path.exists():
-            return []
-        out = [parse_line(line, f"{self.path}:{i}") for i, line in enumerate(self.path.read_bytes().splitlines(), 1)]
-        return [e for e in out if cls is None or isinstance(e, cls)]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(60)
-        finally:
-            self.log.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        super().__init__([sys.executable, str(script), style], events, run / "workers" / f"{name}.out", env)
 
 
 def wait_for(what: str, fn, apps, timeout: float = 90):
