@@ -121,6 +121,7 @@ class WorkloadRun:
             "experiment": {**self.experiment, "workload": json.loads(self.spec.model_dump_json()),
                            "topic": self.topic, "group": self.group},
             "versions": {"kafka": self.cluster.spec.kafka_version, "kafka-chaos": chaos.__version__,
+                         "kafka-chaos-commit": chaos.source_commit(),
                          "confluent-kafka": confluent_kafka.__version__,
                          "librdkafka": confluent_kafka.libversion()[0],
                          "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
