@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -239,16 +240,87 @@ def _canon(df) -> dict:
 
 # ----------------------------------------------------------------------------- measuring
 
-def _child(engine: str, root: Path, n: int) -> None:
+def _child(engine: str, root: Path, n: int, profile: Path | None) -> None:
+    if profile is not None and engine == "spark":
+        # Spark's own event log: every job, stage and task with its times and metrics, read back by _profile
+        profile.mkdir(parents=True, exist_ok=True)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={profile}"
+                                             " --conf spark.eventLog.compress=false pyspark-shell")
     fn = spark_engine if engine == "spark" else pandas_engine
     times, result = fn(root, n)
     print(json.dumps({"times": times, "result": result}))
 
 
-def measure(engine: str, root: Path, n: int) -> dict:
+def _profile(log_dir: Path) -> list[str]:
+    """Where the Spark job's time goes, from its event log: per SQL query (the parse's cache, the two
+    aggregations) its wall time, the time inside its stages (task run time summed over both cores) and
+    the wall time no stage covers (planning, code generation, scheduling: what a small archive pays
+    whatever its size)."""
+    # Spark 4 writes a rolling log by default: a directory eventlog_v2_<app>/ of events_<n>_<app> files
+    logs = sorted((p for p in log_dir.rglob("*") if p.is_file() and p.name.startswith("events_")),
+                  key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])
+    if not logs:
+        return ["(no Spark event log written)"]
+    queries: dict[int, dict] = {}
+    stage_exec: dict[int, int] = {}
+    stage_ms: dict[int, tuple[int, int, str, int]] = {}
+    job_stages: dict[int, list[int]] = {}
+    job_query: dict[int, int] = {}
+    for line in (ln for p in logs for ln in p.read_text(errors="replace").splitlines() if ln.strip()):
+        ev = json.loads(line)
+        kind = ev.get("Event", "")
+        if kind.endswith("SparkListenerSQLExecutionStart"):
+            queries[ev["executionId"]] = {"desc": ev.get("description", ""), "start": ev["time"], "end": None}
+        elif kind.endswith("SparkListenerSQLExecutionEnd") and ev["executionId"] in queries:
+            queries[ev["executionId"]]["end"] = ev["time"]
+        elif kind == "SparkListenerJobStart":
+            job_stages[ev["Job ID"]] = ev.get("Stage IDs", [])
+            qid = (ev.get("Properties") or {}).get("spark.sql.execution.id")
+            if qid is not None:
+                job_query[ev["Job ID"]] = int(qid)
+        elif kind == "SparkListenerTaskEnd":
+            m = ev.get("Task Metrics") or {}
+            sid = ev["Stage ID"]
+            # CPU time (ns), not run time: what the work costs, whatever else the machine is doing
+            stage_exec[sid] = stage_exec.get(sid, 0) + int(m.get("Executor CPU Time", 0)) // 1_000_000
+        elif kind == "SparkListenerStageCompleted":
+            si = ev["Stage Info"]
+            if "Submission Time" in si and "Completion Time" in si:
+                stage_ms[si["Stage ID"]] = (si["Submission Time"], si["Completion Time"], si["Stage Name"],
+                                            si["Number of Tasks"])
+    out = [f"{'query':>5} {'wall s':>7} {'in stages s':>11} {'outside s':>9} {'task CPU s':>10} {'stages':>6}  "
+           "first stage"]
+    for qid, q in sorted(queries.items()):
+        if q["end"] is None:
+            continue
+        sids = sorted({s for j, ss in job_stages.items() if job_query.get(j) == qid for s in ss if s in stage_ms})
+        spans = sorted((stage_ms[s][0], stage_ms[s][1]) for s in sids)
+        covered, cur_s, cur_e = 0, None, None
+        for a, b in spans:  # the union of the stages' intervals (stages of one query can overlap)
+            if cur_e is None or a > cur_e:
+                covered += (cur_e - cur_s) if cur_e is not None else 0
+                cur_s, cur_e = a, b
+            else:
+                cur_e = max(cur_e, b)
+        covered += (cur_e - cur_s) if cur_e is not None else 0
+        wall = q["end"] - q["start"]
+        if wall < 50:
+            continue
+        first = stage_ms[sids[0]][2].split(" at ")[0] if sids else "-"
+        out.append(f"{qid:>5} {wall / 1e3:>7.2f} {covered / 1e3:>11.2f} {(wall - covered) / 1e3:>9.2f} "
+                   f"{sum(stage_exec.get(s, 0) for s in sids) / 1e3:>10.2f} {len(sids):>6}  {first}")
+        out += [f"{'':>5}   stage {s:>3}: {(stage_ms[s][1] - stage_ms[s][0]) / 1e3:>6.2f} s wall, "
+                f"{stage_exec.get(s, 0) / 1e3:>6.2f} CPU s in {stage_ms[s][3]} task(s)" for s in sids
+                if stage_ms[s][1] - stage_ms[s][0] >= 200]
+    return out
+
+
+def measure(engine: str, root: Path, n: int, profile: Path | None = None) -> dict:
     import psutil
 
-    proc = subprocess.Popen([sys.executable, __file__, "--child", engine, "--archive", str(root), "--runs", str(n)],
+    extra = ["--profile-dir", str(profile)] if profile is not None else []
+    proc = subprocess.Popen([sys.executable, __file__, "--child", engine, "--archive", str(root), "--runs", str(n),
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
     done = threading.Event()
@@ -284,10 +356,13 @@ def main() -> None:
     ap.add_argument("--events-per-run", type=int, default=10_000, help="approximate events per run (default 10000)")
     ap.add_argument("--sizes", default=None, help="comma-separated run counts to time (default: 10%%, 50%%, 100%%)")
     ap.add_argument("--archive", type=Path, default=Path(tempfile.gettempdir()) / "kafka-chaos-bench-report")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where the Spark job's time goes (from Spark's event log), per size")
     ap.add_argument("--child", choices=("spark", "pandas"), help=argparse.SUPPRESS)
+    ap.add_argument("--profile-dir", dest="profile_dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(args.child, args.archive, args.runs)
+        _child(args.child, args.archive, args.runs, args.profile_dir)
         return
     t0 = time.perf_counter()
     total = generate(args.archive, args.runs, args.events_per_run)
@@ -299,8 +374,13 @@ def main() -> None:
     print(f"{'runs':>6} {'events':>11} | {'spark parse':>11} {'agg':>7} {'total':>7} {'peak MB':>8} | "
           f"{'pandas parse':>12} {'agg':>7} {'total':>7} {'peak MB':>8} | {'spark/pandas':>12}", flush=True)
     rows = []
+    profiles: list[str] = []
     for n in sizes:
-        s = measure("spark", args.archive, n)
+        with tempfile.TemporaryDirectory(prefix="kc-bench-sparklog-") as logs:
+            s = measure("spark", args.archive, n, Path(logs) if args.profile else None)
+            if args.profile:
+                profiles += [f"-- Spark profile at {n} runs (event log; task s = summed over cores):",
+                             *_profile(Path(logs))]
         p = measure("pandas", args.archive, n)
         if s["result"] != p["result"]:
             raise SystemExit(f"engines disagree at {n} runs:\nspark  {s['result']}\npandas {p['result']}")
@@ -311,6 +391,7 @@ def main() -> None:
         print(f"{n:>6} {int(events):>11,} | {s['times']['parse_s']:>10.1f}s {s['times']['aggregate_s']:>6.1f}s "
               f"{st:>6.1f}s {s['peak_rss_mb']:>8.0f} | {p['times']['parse_s']:>11.1f}s {p['times']['aggregate_s']:>6.1f}s "
               f"{pt:>6.1f}s {p['peak_rss_mb']:>8.0f} | {st / pt:>12.2f}", flush=True)
+    print(*profiles, sep="\n")
     print(f"(Spark JVM start not included: {rows[0]['spark']['times']['startup_s']:.1f}s; "
           f"agg = aggregation only, parse = JSON lines -> table; results of both engines identical)")
     print(json.dumps({"cpu_count": os.cpu_count(), "rows": [{k: v for k, v in r.items() if k not in ("spark", "pandas")}
