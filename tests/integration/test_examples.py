@@ -128,10 +128,17 @@ def _maven_build(cwd: Path) -> None:
     raise AssertionError(f"mvn package failed: {res.stdout[-2000:]}{res.stderr[-2000:]}")
 
 
-def test_the_java_consumer_is_judged_through_the_interceptor(tmp_path):
-    cwd = _copy("java-consumer", tmp_path)
+@pytest.fixture(scope="module")
+def java_consumer(tmp_path_factory) -> Path:
+    """The java-consumer example copied outside the repository and built with Maven (once for the module)."""
+    cwd = _copy("java-consumer", tmp_path_factory.mktemp("outside-the-repo"))
     _maven_build(cwd)
     assert (cwd / "target" / "orders-consumer.jar").is_file()
+    return cwd
+
+
+def test_the_java_consumer_is_judged_through_the_interceptor(java_consumer):
+    cwd = java_consumer
     o = _run(cwd, "java-consumer.yaml")["java-consumer"]
     verdicts = _verdicts(o)
     # what the interceptor lines and the coordinator support is judged ...
@@ -144,6 +151,58 @@ def test_the_java_consumer_is_judged_through_the_interceptor(tmp_path):
     assert verdicts["fencing"] == "unknown" and "no generation" in o["checks"]["fencing"]["summary"], verdicts
     assert "false" not in verdicts.values(), verdicts
     assert o["valid"] == "unknown" and o["exit"] == 3
+
+
+#: the example's member with the interceptor jar left off the classpath: the consumer is still told to load
+#: the interceptor ($KAFKA_CHAOS_INTERCEPTOR_JAR is set), so KafkaConsumer's constructor cannot find the class
+NO_JAR_ON_CLASSPATH = """\
+name: interceptor-not-loadable
+cluster: {brokers: 1, zookeepers: 1, lanes: 1}
+workload:
+  partitions: 2
+  replication: 1
+  consumers:
+    - {lane: lane0, session_timeout_ms: 6000,
+       command: [sh, -c, 'exec java -Xmx128m -cp "target/orders-consumer.jar:target/lib/*" example.OrdersConsumer']}
+  producers: [{rate: 50, lane: lane0}]
+phases: {warmup_s: 1, chaos_s: 2, quiesce_s: 10, warmup_timeout_s: 60}
+"""
+
+
+def _processes_under(path: Path) -> list[str]:
+    """Command lines of live processes that name ``path`` (the example's copy) in their argv or cwd."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+        if str(path) in argv or cwd.startswith(str(path)):
+            found.append(f"{proc.name}: {argv}")
+    return found
+
+
+def test_an_interceptor_that_cannot_be_loaded_is_one_line_naming_the_member(java_consumer):
+    """Issue 14, bad input: the JVM member dies constructing its consumer; one line, exit 2, nothing left running."""
+    (java_consumer / "no-jar.yaml").write_text(NO_JAR_ON_CLASSPATH)
+    out = java_consumer / "runs-no-jar"
+    res = _chaos(java_consumer, "run", "no-jar.yaml", "--seed", "1", "--out", str(out))
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    errors = [line for line in res.stderr.splitlines() if line.startswith("chaos: error:")]
+    assert len(errors) == 1, res.stderr[-2000:]
+    line = errors[0]
+    assert "Traceback" not in res.stderr
+    # names the member, what happened, and the root cause from the tail of its output
+    assert "member consumer-0 (command sh) exited with code 1 during the warm-up" in line, line
+    assert "ClassNotFoundException: io.kafkachaos.interceptor.RecordingConsumerInterceptor" in line, line
+    # nothing lost: the run directory is kept and named; nothing of the run is left running
+    run_dirs = list(out.glob("interceptor-not-loadable/run-*"))
+    assert len(run_dirs) == 1 and str(run_dirs[0]) in line and (run_dirs[0] / "history.jsonl").is_file()
+    assert (run_dirs[0] / "workers" / "consumer-0.out").is_file()
+    assert _processes_under(java_consumer) == []
 
 
 # ----------------------------------------------------------------------------------------- black-box
