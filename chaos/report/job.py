@@ -28,6 +28,7 @@ from chaos.report import metrics as report_metrics
 from chaos.report import render
 from chaos.report.archive import RunFiles, discover
 from chaos.report.recheck import recheck
+from chaos.report.render import EvidenceLine
 from chaos.report.session import spark_session
 from chaos.report.tables import build_tables, parquet_errors
 
@@ -61,8 +62,9 @@ def _records(df) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records", date_format="iso")) if len(df) else []
 
 
-def _evidence_lines(runs: list[RunFiles], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    """The history lines (as written) of the evidence events shown, read from the few runs that have them.
+def _evidence_lines(runs: list[RunFiles], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], EvidenceLine]:
+    """The history lines (as written, with their 1-based line numbers) of the evidence events shown, read
+    from the few runs that have them.
 
     Read here rather than kept in the events table: a copy of every line in Parquet would double what the
     job writes for the few hundred lines the report shows.
@@ -70,14 +72,14 @@ def _evidence_lines(runs: list[RunFiles], wanted: list[tuple[str, int]]) -> dict
     seqs: dict[str, set[int]] = {}
     for run, wanted_seq in wanted:
         seqs.setdefault(run, set()).add(wanted_seq)
-    out: dict[tuple[str, int], str] = {}
+    out: dict[tuple[str, int], EvidenceLine] = {}
     for rf in runs:
         want = seqs.get(rf.run_dir.run)
         if not want:
             continue
         with rf.run_dir.history.open("rb") as f:
-            next(f, None)  # the header
-            for raw in f:
+            next(f, None)  # the header (line 1)
+            for line_no, raw in enumerate(f, start=2):
                 seq: Any
                 # the writer puts seq first ({"seq":N,...}); other lines (hand-made) are parsed
                 if raw.startswith(b'{"seq":'):
@@ -90,8 +92,17 @@ def _evidence_lines(runs: list[RunFiles], wanted: list[tuple[str, int]]) -> dict
                         continue  # a torn last line
                     seq = obj.get("seq") if isinstance(obj, dict) else None
                 if seq in want:
-                    out[(rf.run_dir.run, seq)] = raw.decode("utf-8", errors="replace").rstrip("\n")
+                    out[(rf.run_dir.run, seq)] = EvidenceLine(
+                        line_no, raw.decode("utf-8", errors="replace").rstrip("\n"))
     return out
+
+
+def _line_text(ev: EvidenceLine | None) -> str | None:
+    return ev.text if ev is not None else None
+
+
+def _line_no(ev: EvidenceLine | None) -> int | None:
+    return ev.line_no if ev is not None else None
 
 
 def build_report(results: Path, out: Path, *, master: str | None = None, timelines: int = 30,
@@ -133,7 +144,8 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
     progress("aggregates per night and experiment")
     agg = report_metrics.compute(spark, tables)
     progress("re-checking the core invariants with Spark SQL")
-    rows, spark_findings = recheck(spark, tables["events"], tables["runs"], tables["violations"])
+    rows, spark_findings = recheck(spark, tables["events"], tables["runs"], tables["violations"],
+                                   bounds={rf.run_dir.run: (rf.checks or {}).get("bounds") for rf in runs})
     import pandas as pd
 
     rc = pd.DataFrame(rows)
@@ -171,8 +183,11 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
 
     progress("writing CSV, JSON and HTML")
     nightly, trend = agg["nightly"], agg["trend"]
+    rates = report_metrics.pass_rates(runs_pd)
+    run_dirs = {r.run_dir.run: str(r.run_dir.path) for r in runs}
     csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
-            "liveness.csv": agg["liveness"], "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
+            "liveness.csv": agg["liveness"], "pass_rates.csv": rates,
+            "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
             "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
                 failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else ""))}
     for name, df in csvs.items():
@@ -189,13 +204,16 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         "violations": int(len(violations)),
         "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
         "ttr_by_fault": _records(agg["ttr_by_fault"]), "liveness": _records(agg["liveness"]),
+        "pass_rates": _records(rates), "flaky": int(rates["flaky"].sum()) if len(rates) else 0,
         "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
                     "agree": bool(len(disagreements) == 0),
                     "spark_findings": {r["invariant"]: r["count"] for r in spark_found},
                     "disagreements": _records(disagreements)},
         "violations_list": [
             {**{k: v for k, v in r.items() if k != "evidence"}, "evidence": [int(s) for s in r["evidence"]],
-             "evidence_lines": [evidence.get((r["run"], int(s))) for s in r["evidence"]]}
+             "evidence_lines": [_line_text(evidence.get((r["run"], int(s)))) for s in r["evidence"]],
+             "evidence_line_numbers": [_line_no(evidence.get((r["run"], int(s)))) for s in r["evidence"]],
+             "run_dir": run_dirs.get(r["run"])}
             for r in json.loads(shown.to_json(orient="records"))],
         "timings_s": {"tables": round(t_tables, 2), "aggregates_and_recheck": round(t_agg, 2)},
         "tables": {name: str(out / "tables" / name) for name in tables if not name.startswith("_")},
@@ -218,13 +236,15 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         cards="".join(f'<div class="card">{k}<b>{v}</b></div>' for k, v in [
             ("runs", len(runs)), ("passed", summary["passed"]), ("failed", summary["failed"]),
             ("inconclusive", summary["inconclusive"]), ("violations", summary["violations"]),
+            ("flaky", summary["flaky"]),
             ("re-check", "agrees" if summary["recheck"]["agree"] else "DISAGREES")]),
         summary_table=render.table(nightly, ["date", "experiment", "runs", "passed", "failed", "inconclusive",
                                              "pass_rate", "events", "duplicate_rate", "rebalances",
                                              "rebalance_p90_s", "faults", "fault_ttr_p50_s", "fault_ttr_p90_s",
                                              "run_ttr_max_s", "zombie_windows", "zombie_max_s", "unowned_mean_s",
                                              "unowned_max_s"], left=["date", "experiment"],
-                                   row_class=lambda r: "fail" if r["failed"] else ""),
+                                   row_class=lambda r: "fail" if r["failed"] else "")
+        + _pass_rate_section(rates),
         recheck=agree_line + render.table(rc_view, ["run", "invariant", "spark_violations", "checker_findings",
                                                     "agree", "spark_example", "checker_example", "note"],
                                           left=["run", "invariant", "spark_example", "checker_example", "note"],
@@ -237,12 +257,14 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         plots=render.distribution_plots(faults, rebalances, zombies, unavail, nightly),
         trend_table=render.table(trend, left=["date", "experiment", "previous_date"],
                                  row_class=lambda r: "fail" if (r.get("pass_rate_change") or 0) < 0 else ""),
-        violations=render.violation_blocks(violations, evidence, max_violations),
+        violations=render.violation_blocks(violations, evidence, max_violations, run_dirs, out),
         timelines="\n".join(blocks),
-        runs_table=render.table(runs_pd, ["run", "valid", "failed_checkers", "events", "send_ok", "lost",
+        runs_table=render.table(runs_pd, ["run", "valid", "kafka_version", "client", "failed_checkers", "events",
+                                          "send_ok", "lost",
                                           "duplicate_deliveries", "rebalances", "fault_count", "time_to_recover_s",
                                           "zombie_window_max_s", "duration_s"],
-                                left=["run", "valid", "failed_checkers"], row_class=failing),
+                                left=["run", "valid", "kafka_version", "client", "failed_checkers"],
+                                row_class=failing),
         files="<ul>" + "".join(f"<li><code>{html.escape(str(p))}</code></li>"
                                for p in [out / SUMMARY_FILE, *[out / n for n in csvs],
                                          *[Path(p) for p in summary["tables"].values()]]) + "</ul>",
@@ -250,3 +272,21 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
     (out / REPORT_FILE).write_text(page)
     progress(f"done: {out / REPORT_FILE}")
     return summary
+
+
+def _pass_rate_section(rates) -> str:
+    """Pass rate per experiment x Kafka version x client with its 95% Wilson interval; flaky groups marked."""
+    view = rates.assign(
+        interval95=[f"{lo:.2f} .. {hi:.2f}" if lo is not None and hi is not None else ""
+                    for lo, hi in zip(rates["pass_rate_low95"], rates["pass_rate_high95"], strict=True)],
+        flaky=["FLAKY" if f else "" for f in rates["flaky"]],
+        kafka_version=rates["kafka_version"].fillna("unknown"), client=rates["client"].fillna("unknown"),
+    ) if len(rates) else rates
+    return ('<h3 id="pass-rates">Pass rate per experiment, Kafka version and client</h3>'
+            '<p class="note">Passed runs / all runs with the 95% Wilson score interval. FLAKY: the same experiment, '
+            "Kafka version and client both passed and failed on the same kafka-chaos commit (runs with no recorded "
+            "commit are never grouped together).</p>"
+            + render.table(view, ["experiment", "kafka_version", "client", "runs", "passed", "failed",
+                                  "inconclusive", "pass_rate", "interval95", "commits", "flaky", "flaky_commits"],
+                           left=["experiment", "kafka_version", "client", "interval95", "flaky", "flaky_commits"],
+                           row_class=lambda r: "warn" if r["flaky"] else ("fail" if r["failed"] else "")))

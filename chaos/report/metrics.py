@@ -134,3 +134,97 @@ def compute(spark, tables: dict[str, Any]) -> dict[str, Any]:
     for name in ("nightly", "trend"):
         out[name]["date"] = out[name]["date"].astype(str)
     return out
+
+
+# ---------------------------------------------------------------------------- pass rate with an interval
+
+#: z for a two-sided 95% interval
+Z95 = 1.959963984540054
+
+
+def wilson_interval(passed: int, runs: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of a pass rate ``passed / runs`` (95% by default); None when ``runs == 0``.
+
+    Wilson (1927), "Probable inference, the law of succession, and statistical inference", JASA 22:
+    unlike the normal approximation it stays within [0, 1] and is not zero-width at 0/n or n/n,
+    which is the common case here (a handful of runs per experiment, all passing).
+    """
+    if runs < 0 or passed < 0 or passed > runs:
+        raise ValueError(f"passed={passed}, runs={runs}: need 0 <= passed <= runs")
+    if runs == 0:
+        return None
+    p = passed / runs
+    z2 = z * z
+    centre = (p + z2 / (2 * runs)) / (1 + z2 / runs)
+    half = z * ((p * (1 - p) / runs + z2 / (4 * runs * runs)) ** 0.5) / (1 + z2 / runs)
+    # clamp the rounding noise at the ends (0/n, n/n): the exact bounds are 0 and 1
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _commit(v: Any) -> str | None:
+    """A recorded kafka-chaos commit, or None when unknown (absent in older runs, null outside a git checkout)."""
+    return v if isinstance(v, str) and v else None
+
+
+def flaky_commits(runs: Any) -> set[tuple[str, str | None, str | None, str]]:
+    """(experiment, kafka_version, client, commit) groups whose runs both passed and failed.
+
+    "Flaky": the same experiment, with the same Kafka version and client, on the same kafka-chaos commit
+    (header ``versions["kafka-chaos-commit"]``) has a passing run and a failing run. Inconclusive runs
+    (``unknown``) count for neither side. Runs with no recorded commit are never grouped as "the same commit"
+    (two unknowns may be different code). A ``+dirty`` commit is its own commit: uncommitted changes may differ.
+    """
+    seen: dict[tuple[str, str | None, str | None, str], set[str]] = {}
+    for rec in runs.to_dict("records") if len(runs) else []:
+        commit = _commit(rec.get("kafka_chaos_commit"))
+        if commit is None or rec.get("valid") not in ("true", "false"):
+            continue
+        key = (rec["experiment"], _opt(rec.get("kafka_version")), _opt(rec.get("client")), commit)
+        seen.setdefault(key, set()).add(rec["valid"])
+    return {k for k, v in seen.items() if v == {"true", "false"}}
+
+
+def _opt(v: Any) -> str | None:
+    """A group key cell: None for a missing value (pandas gives NaN for a null string column)."""
+    return v if isinstance(v, str) and v else None
+
+
+PASS_RATE_COLUMNS = ["experiment", "kafka_version", "client", "runs", "passed", "failed", "inconclusive",
+                     "pass_rate", "pass_rate_low95", "pass_rate_high95", "commits", "flaky", "flaky_commits"]
+
+
+def pass_rates(runs: Any) -> Any:
+    """Pass rate per experiment x Kafka version x client, with its 95% Wilson interval and the flaky mark.
+
+    ``runs`` is the runs table as pandas (columns ``experiment``, ``kafka_version``, ``client``, ``valid``,
+    ``kafka_chaos_commit``). The rate is the module's: ``valid == "true"`` over all runs (inconclusive and
+    unjudged runs count as not passed). ``flaky`` is true when one of the group's commits both passed and
+    failed (:func:`flaky_commits`); ``commits`` counts the distinct known commits the group ran on.
+    """
+    import pandas as pd
+
+    if not len(runs):
+        return pd.DataFrame(columns=PASS_RATE_COLUMNS)
+    flaky = flaky_commits(runs)
+    groups: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = {}
+    for rec in runs.to_dict("records"):
+        groups.setdefault((rec["experiment"], _opt(rec.get("kafka_version")), _opt(rec.get("client"))),
+                          []).append(rec)
+    rows = []
+    for (exp, version, client), recs in sorted(groups.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
+        n = len(recs)
+        passed = sum(r.get("valid") == "true" for r in recs)
+        failed = sum(r.get("valid") == "false" for r in recs)
+        low, high = wilson_interval(passed, n) or (None, None)
+        commits = sorted({c for r in recs if (c := _commit(r.get("kafka_chaos_commit"))) is not None})
+        bad = [c for c in commits if (exp, version, client, c) in flaky]
+        rows.append({"experiment": exp, "kafka_version": version, "client": client, "runs": n, "passed": passed,
+                     "failed": failed, "inconclusive": n - passed - failed, "pass_rate": passed / n,
+                     "pass_rate_low95": low, "pass_rate_high95": high, "commits": len(commits),
+                     "flaky": bool(bad), "flaky_commits": " ".join(_short(c) for c in bad)})
+    return pd.DataFrame(rows, columns=PASS_RATE_COLUMNS)
+
+
+def _short(commit: str) -> str:
+    """A commit as shown: 12 hex digits, keeping the ``+dirty`` mark."""
+    return commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")

@@ -128,6 +128,10 @@ def _runs_rows(runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
             "run_dir": str(rd.path), "date_from_layout": rd.date_from_layout,
             "run_id": str(h.get("run_id")), "seed": h.get("seed"),
             "kafka_version": str(versions.get("kafka")) if versions.get("kafka") is not None else None,
+            # the kafka-chaos commit the run ran on (sha, sha+"+dirty"; null outside a git checkout, absent in
+            # runs older than the field): the report's flaky rule groups runs by it
+            "kafka_chaos_commit": (str(versions["kafka-chaos-commit"])
+                                   if versions.get("kafka-chaos-commit") is not None else None),
             "judged": bool(checks), "valid": str(valid),
             "failed_checkers": [r["checker"] for r in results if r.get("valid") == "false"],
             "unknown_checkers": [r["checker"] for r in results if r.get("valid") == "unknown"],
@@ -198,7 +202,8 @@ def _schema(spark, rows_schema: str):
 
 
 RUNS_SCHEMA = ("run STRING, date STRING, experiment STRING, run_name STRING, run_dir STRING, "
-               "date_from_layout BOOLEAN, run_id STRING, seed BIGINT, kafka_version STRING, judged BOOLEAN, "
+               "date_from_layout BOOLEAN, run_id STRING, seed BIGINT, kafka_version STRING, kafka_chaos_commit STRING, "
+               "judged BOOLEAN, "
                "valid STRING, failed_checkers ARRAY<STRING>, unknown_checkers ARRAY<STRING>, checks_events BIGINT, "
                "expected BOOLEAN, wall_s DOUBLE, produced DOUBLE, lost DOUBLE, duplicates DOUBLE, "
                "consumed_records DOUBLE, time_to_recover_s DOUBLE, zombie_windows DOUBLE, "
@@ -527,8 +532,13 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
                                         F.countDistinct("group_id", "topic", "partition", "o").alias("u"))
             .select("run", (F.col("n") - F.col("u")).alias("duplicate_deliveries")))
     reb = rebalances.groupBy("run").agg(F.count("*").alias("rebalances"))
+    # the consumer client libraries of the run's members (member_start), e.g. "confluent-kafka" or
+    # "confluent-kafka+java" for a mixed group; null when no member_start was recorded
+    clients = (events.where((F.col("kind") == "member_start") & F.col("client").isNotNull())
+               .groupBy("run").agg(F.concat_ws("+", F.array_sort(F.collect_set("client"))).alias("client")))
     runs_df = (spark.createDataFrame(_runs_rows(runs), RUNS_SCHEMA)
                .join(counts, "run", "left").join(dups, "run", "left").join(reb, "run", "left")
+               .join(clients, "run", "left")
                .fillna(0, ["events", "send_ok", "consumed_offsets", "fault_count", "duplicate_deliveries",
                            "rebalances"])
                .withColumn("duplicate_rate", F.when(F.col("send_ok") > 0,

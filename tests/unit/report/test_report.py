@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import pandas as pd
@@ -19,16 +21,26 @@ from click.testing import CliRunner
 
 from chaos.errors import UsageError
 from chaos.history import HISTORY_FILE
+from chaos.report.recheck import CHECKER_OF, INVARIANTS
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDED_EXPERIMENTS = {json.loads(p.open().readline())["experiment"]["name"]
                         for p in (ROOT / "fixtures" / "histories" / "recorded").glob("*.jsonl")}
-# Fixtures whose histories violate one of the three re-checked invariants (and how).
+# Fixtures whose histories violate one of the re-checked invariants (and how).
 SPARK_MUST_FIND = {
     "run-delivery-lost-record": "delivery",
     "run-delivery-auto-commit-killed": "delivery",
     "run-generations-member-backwards": "generations",
     "run-ownership-generation-duplicate": "ownership-generation",
+    "run-delivery-commit-before-process": "delivery-commits",
+    "run-committed-offsets-rollback": "committed-offsets",
+    "run-fencing-stale-generation": "fencing",
+}
+#: why a (run, invariant) may be left uncompared besides an unknown checker (chaos/report/recheck.py's notes)
+NOT_COMPARED = {
+    "ownership-generation": ("cooperative rebalancing",),
+    "fencing": ("KIP-848 group", "ts_uncertain_ns"),
+    "committed-offsets": ("ts_uncertain_ns", "trailing-read rule"),
 }
 
 
@@ -113,15 +125,18 @@ def test_spark_recheck_agrees_with_the_checkers_on_every_fixture(report):
     rc = pd.read_csv(out / "recheck.csv")
     assert summary["recheck"]["agree"], summary["recheck"]["disagreements"]
     runs = table(out, "runs")
-    assert len(rc) == 3 * len(runs)
+    assert len(rc) == len(INVARIANTS) * len(runs)
     compared = rc[rc["compared"]]
     # every (run, invariant) is compared, except where the checker answered unknown (nothing to agree
-    # with) and ownership in cooperative and KIP-848 runs (both incremental: the eager rule does not apply)
+    # with), ownership in cooperative and KIP-848 runs (both incremental: the eager rule does not apply),
+    # fencing in KIP-848 groups, runs whose commits may carry uncertain stamps, and the trailing-read rule
     unknown = {(r, c) for r, cs in zip(runs["run"], runs["unknown_checkers"], strict=False) for c in cs}
     for r in rc[~rc["compared"]].itertuples():
-        assert (r.run, r.invariant) in unknown or (
-            r.invariant == "ownership-generation" and ("cooperative" in r.run or "kip848" in r.run)), \
-            (r.run, r.invariant, r.note)
+        excused = any(why in str(r.note) for why in NOT_COMPARED.get(r.invariant, ()))
+        assert (r.run, CHECKER_OF.get(r.invariant, r.invariant)) in unknown or excused or (
+            r.invariant == "ownership-generation" and "kip848" in r.run), (r.run, r.invariant, r.note)
+    trailing = rc[rc["note"].fillna("").str.contains("trailing-read rule")]
+    assert set(trailing["run"].str.split("/").str[-1]) <= {"run-committed-offsets-new-coordinator-trailing-read"}
     classic = ~rc["run"].str.contains("kip848")  # KIP-848 fixtures: incremental, and many unknown by design
     assert len(compared[classic[rc["compared"]]]) >= 0.9 * classic.sum()
     assert compared["agree"].all()
@@ -194,28 +209,108 @@ def test_html_shows_the_violation_with_its_evidence(archive, report):
     assert page.count("data:image/png;base64,") >= 2 + 4  # distribution plots + 4 timelines
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="chromium not installed (apt-get install -y chromium): cannot screenshot the report")
-def test_html_renders_in_headless_chromium(report, tmp_path):
-    out, _ = report
-    shot = tmp_path / "report.png"
+def test_violations_link_to_run_dirs_and_evidence_lines(archive, report):
+    out, summary = report
+    page = (out / "report.html").read_text()
+    hrefs = set(re.findall(r'<div class="violation">.*?<a href="([^"]+)"', page))
+    assert hrefs
+    for href in hrefs:
+        run_dir = (out / urllib.parse.unquote(href)).resolve()
+        assert (run_dir / HISTORY_FILE).is_file(), href  # a relative link that lands on the run directory
+    v = next(v for v in summary["violations_list"] if v["run"] == "2026-11-20/fixtures/run-delivery-lost-record")
+    lines = (archive / "2026-11-20" / "fixtures" / "run-delivery-lost-record" / HISTORY_FILE).read_text().splitlines()
+    for seq, no in zip(v["evidence"], v["evidence_line_numbers"], strict=True):
+        assert json.loads(lines[no - 1])["seq"] == seq  # the line number named is the evidence event's line
+        assert f"line {no} (seq {seq})" in page
+
+
+def test_pass_rates_per_experiment_version_client(report):
+    out, summary = report
+    rates = pd.read_csv(out / "pass_rates.csv")
+    assert int(rates["runs"].sum()) == summary["runs"] and int(rates["passed"].sum()) == summary["passed"]
+    assert ((rates["pass_rate_low95"] <= rates["pass_rate"]) & (rates["pass_rate"] <= rates["pass_rate_high95"])).all()
+    assert set(rates["kafka_version"].dropna()) >= {"3.9.1", "4.1.0"}
+    assert "Pass rate per experiment, Kafka version and client" in (out / "report.html").read_text()
+
+
+#: desktop and phone viewports the report must be readable at
+VIEWPORTS = {"desktop": (1280, 900), "narrow": (390, 844)}
+#: The page is shown in an iframe of the viewport's size: headless Chromium will not make a window narrower than
+#: 500 px, an iframe is any width. The host page writes the framed page's width into its own DOM on load, so
+#: --dump-dom tells whether the body overflows the viewport (no devtools protocol needed; reading the frame
+#: needs --allow-file-access-from-files, file: URLs being opaque origins otherwise).
+_HOST = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="report.html" style="border:0;display:block;width:{w}px;height:{h}px"></iframe>
+<script>document.getElementById("f").addEventListener("load", function () {{
+  var d = this.contentDocument, e = document.createElement("div");
+  e.id = "kc-probe";
+  e.setAttribute("data-scroll-width", String(d.documentElement.scrollWidth));
+  e.setAttribute("data-inner-width", String(this.contentWindow.innerWidth));
+  e.textContent = d.documentElement.outerHTML;
+  document.body.appendChild(e);
+}});</script></body></html>"""
+
+
+def _chromium(args: list[str], url: str) -> subprocess.CompletedProcess[str]:
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     try:
-        res = subprocess.run(
+        return subprocess.run(
             ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             f"--screenshot={shot}", "--window-size=1400,2000", (out / "report.html").resolve().as_uri()],
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+             "--allow-file-access-from-files",
+             f"--user-data-dir={profile}", *args, url],
             capture_output=True, text=True, timeout=120)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
-    assert shot.exists(), res.stderr[-2000:]
-    assert shot.stat().st_size > 50_000  # a blank page is a few kB
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="chromium not installed (make setup-browser): cannot screenshot the report")
+@pytest.mark.parametrize("viewport", sorted(VIEWPORTS))
+def test_html_renders_in_headless_chromium(report, tmp_path, viewport):
+    """The page at desktop and phone width: a real picture (not blank), the sections there, no Python
+    leftovers (Traceback, nan, None) in its text, and at phone width no horizontal overflow of the body."""
     from PIL import Image
 
+    out, _ = report
+    width, height = VIEWPORTS[viewport]
+    shot = tmp_path / f"report-{viewport}.png"
+    host = out / f".viewport-{viewport}.html"  # beside report.html, which it frames
+    host.write_text(_HOST.format(w=width, h=height))
+    try:
+        res = _chromium([f"--screenshot={shot}", f"--window-size={width},{height}"], host.as_uri())
+        probe = _chromium([f"--window-size={width},{height}", "--dump-dom"], host.as_uri()).stdout
+    finally:
+        host.unlink()
+    assert shot.exists(), res.stderr[-2000:]
+    shots = Path("/tmp/report-shots")  # for a person to look at
+    shots.mkdir(exist_ok=True)
+    shutil.copy(shot, shots / shot.name)
     with Image.open(shot) as img:
-        assert img.size == (1400, 2000)
-        colours = img.convert("RGB").resize((140, 200)).getcolors(maxcolors=100_000)
-        assert colours is not None and len(colours) > 50  # tables, badges, text: not an empty page
+        assert img.size == (width, height)
+        small = img.convert("RGB").resize((width // 10, height // 10))
+        colours = small.getcolors(maxcolors=100_000)
+        assert colours is not None and len(colours) > 30  # text, tables, badges: not an empty page
+        top = max(n for n, _ in colours)
+        assert top < 0.97 * small.width * small.height  # not nearly one colour (blank, or an error page)
+
+    m = re.search(r'id="kc-probe" data-scroll-width="(\d+)" data-inner-width="(\d+)">(.*)</div>', probe, re.S)
+    assert m, "the probe script did not run: " + probe[-500:]
+    scroll, inner = int(m.group(1)), int(m.group(2))
+    dom = html.unescape(m.group(3))  # the framed report's DOM after layout, as the browser built it
+    for heading in ("Summary per night and experiment", "Pass rate per experiment, Kafka version and client",
+                    "Violations and their evidence", "Ownership timelines", "Runs"):
+        assert f">{heading}</h" in dom, heading
+    assert dom.count("<table") >= 5
+    assert "Traceback" not in dom
+    # a Python leftover is a cell or a figure that is just None / nan (checkers' descriptions may quote a
+    # Python value, e.g. "key None": that is the finding's text, not a rendering slip)
+    cells = re.findall(r"<(?:td|b)\b[^>]*>([^<]*)</(?:td|b)>", dom)
+    assert len(cells) > 100
+    leftovers = [c for c in cells if c.strip() in {"None", "nan", "NaN", "null", "undefined"}]
+    assert not leftovers, leftovers[:5]
+    assert inner == width
+    assert scroll <= inner, f"the page is {scroll}px wide at a {inner}px viewport: something does not wrap or scroll"
 
 
 def test_bad_input_is_one_usage_error(tmp_path):
