@@ -42,6 +42,19 @@ converged sample, a later sample that is not converged is
 after T0, or when the history ends before the bound elapsed without
 convergence.
 
+``command:`` members (black box, docs/architecture.md, "Members that are the
+application") record nothing of their own; kafka-chaos writes their
+``member_start`` (client ``command``, the timeouts it gave the program) and
+``member_stop``. Their member ids are the ids the coordinator's samples list
+under the member's ``client.id`` (``$KAFKA_CLIENT_ID``) that were not seen
+before the member (re)started — an id of an earlier incarnation is not a
+running member. When a running command member never appears under its
+client.id, "only live members" cannot be judged for its group: ``unknown``,
+naming it. A group with a command member that recorded no ``consumed`` event
+resumed consumption when a ``committed_offsets`` sample after T0 shows an
+offset above the last one sampled at or before T0 (the coordinator's evidence
+that some member processed and committed).
+
 KIP-848 groups (samples with ``group_type`` consumer, docs/architecture.md,
 "KRaft and KIP-848: epochs vs generations"): the coordinator assigns
 (server-side ``uniform`` or ``range``), so the eager special case above does
@@ -71,6 +84,7 @@ from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
 from chaos.history import (
     Assigned,
+    CommittedOffsets,
     Consumed,
     Event,
     FaultEnd,
@@ -86,7 +100,7 @@ from chaos.history import (
     RunPhase,
     SendOk,
 )
-from chaos.history.event import GroupType
+from chaos.history.event import GroupType, MemberClient
 
 NAME = CheckerName.CONVERGENCE
 
@@ -165,6 +179,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if c.mono_ns >= cutoff or len(resumed) == len(groups):
             break
         resumed.setdefault(c.group, (c.mono_ns, c.seq))
+    boxes = _CommandMembers()
     streamed = cast("list[MemberStart | MemberStop | Assigned | Revoked | Lost | GroupStateSample]",
                     idx.stream((MemberStart, MemberStop, Assigned, Revoked, Lost, GroupStateSample)))
     for e in streamed:
@@ -173,9 +188,12 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if type(e) is MemberStart:
             live[e.source] = None
             group_of[e.source] = e.group
+            boxes.started(e)
         elif type(e) is MemberStop:
             live.pop(e.source, None)
+            boxes.stopped(e.source)
         elif type(e) is GroupStateSample:
+            boxes.sampled(e, live)
             if e.mono_ns < t0:
                 continue
             g = e.group
@@ -191,8 +209,15 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         elif e.member_id is not None and e.source in live:
             live[e.source] = e.member_id
 
+    silent = {group_of[src] for src in boxes.ever if src in group_of} - {c.group for c in consumed}
+    for g in sorted(silent - set(resumed)):
+        got = _committed_progress(idx, g, t0, cutoff)
+        if got is not None:
+            resumed[g] = got
     ttr_max = 0.0
-    undecided: list[str] = []
+    undecided: list[str] = [f"group {group_of.get(src, '?')}: command member {src} never appeared in the "
+                            "coordinator's samples under its client.id ($KAFKA_CLIENT_ID), so whether only live "
+                            "members remain is not judged" for src in sorted(boxes.unlinked(live))]
     for g in groups:
         if g in recovered:
             ns, seq = recovered[g]
@@ -278,6 +303,61 @@ def _held(s: GroupStateSample, subscribed: frozenset[tuple[str, int]], problem: 
         log.violation(f"group {g} stopped being converged at {idx.seconds(ep.start_ns):.3f}s ({ep.problem}) and was "
                       f"still not converged {(s.mono_ns - ep.start_ns) / 1e9:.1f}s later (bound {bound / 1e9:.1f}s): "
                       f"{problem}", ep.start_seq, s.seq)
+
+
+class _CommandMembers:
+    """The member ids of ``command:`` members, linked through the samples' ``client_id`` (module docstring)."""
+
+    def __init__(self) -> None:
+        self.ever: set[str] = set()  # sources that ran as command members
+        self._running: set[str] = set()
+        self._ids_by_client: dict[str, set[str]] = {}  # client id -> member ids seen in any sample so far
+        self._stale: dict[str, set[str]] = {}  # source -> ids seen under its client id before its last start
+        self._linked: set[str] = set()  # running command members seen under their client id since their start
+
+    def started(self, e: MemberStart) -> None:
+        if e.client is MemberClient.COMMAND:
+            self.ever.add(e.source)
+            self._running.add(e.source)
+            self._stale[e.source] = set(self._ids_by_client.get(e.source, ()))
+            self._linked.discard(e.source)
+        else:
+            self._running.discard(e.source)
+
+    def stopped(self, source: str) -> None:
+        self._running.discard(source)
+
+    def sampled(self, s: GroupStateSample, live: dict[str, str | None]) -> None:
+        for m in s.members:
+            self._ids_by_client.setdefault(m.client_id, set()).add(m.member_id)
+            src = m.client_id
+            if src in self._running and src in live and m.member_id not in self._stale[src]:
+                # the newest id stands for the member (a rejoin after eviction gets a new id; the old one
+                # has left the group by then)
+                live[src] = m.member_id
+                self._linked.add(src)
+
+    def unlinked(self, live: dict[str, str | None]) -> set[str]:
+        """Running command members never seen under their client id since their last start."""
+        return {src for src in self._running if src in live and src not in self._linked}
+
+
+def _committed_progress(idx: HistoryIndex, group: str, t0: int, cutoff: int) -> tuple[int, int] | None:
+    """(ns, seq) of the first ``committed_offsets`` sample of ``group`` after ``t0`` with an offset above the last
+    one sampled at or before ``t0`` for its partition, or None. A partition first sampled after ``t0`` takes
+    that first value as its baseline: an offset committed before the heal is no evidence of consumption after it."""
+    base: dict[tuple[str, int], int] = {}
+    for c in idx.of(CommittedOffsets):
+        if c.group != group or c.mono_ns >= cutoff:
+            continue
+        after = c.mono_ns > t0
+        for topic, partition, offset in c.offsets:
+            tp = (topic, partition)
+            if after and tp in base and offset > base[tp]:
+                return c.mono_ns, c.seq
+            if not after or tp not in base:
+                base[tp] = offset
+    return None
 
 
 def _problem(s: GroupStateSample, parts: AbstractSet[tuple[str, int]], live: dict[str, str | None],

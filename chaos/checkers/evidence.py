@@ -22,13 +22,18 @@ from enum import StrEnum
 from chaos.checkers.index import index_of
 from chaos.checkers.result import CheckerName, Result, Validity
 from chaos.history import Assigned, Commit, Consumed, History, Lost, MemberStart, Revoked
+from chaos.history.event import MemberClient
 
 
 class MemberEvidence(StrEnum):
     """Kinds of evidence only a member can give."""
 
-    #: ``member_start``: its configuration (client, assignor, timeouts, instance id)
+    #: ``member_start`` written by the member itself: its configuration as it joined (client, assignor, timeouts,
+    #: instance id)
     START = "its configuration (member_start)"
+    #: any ``member_start``, including the one kafka-chaos writes for a ``command:`` member (client ``command``,
+    #: the configuration it gave the program): when the member ran and in which group
+    LIFETIME = "when it ran (member_start)"
     #: ``assigned`` / ``revoked`` / ``lost``: what it believed it owned, and when
     OWNERSHIP = "what it owned when (assigned/revoked/lost)"
     #: ``consumed``: what it processed
@@ -44,11 +49,20 @@ NEEDS: Mapping[CheckerName, tuple[MemberEvidence, ...]] = {
     CheckerName.FENCING: (MemberEvidence.COMMIT_GENERATION,),
     CheckerName.DELIVERY: (MemberEvidence.CONSUMED,),
     CheckerName.GENERATIONS: (MemberEvidence.OWNERSHIP,),
-    CheckerName.CONVERGENCE: (MemberEvidence.START,),
+    # the coordinator's samples name each member by its client.id ($KAFKA_CLIENT_ID): a command member's
+    # declared start is enough (chaos/checkers/convergence.py)
+    CheckerName.CONVERGENCE: (MemberEvidence.LIFETIME,),
     CheckerName.STATIC_MEMBERSHIP: (MemberEvidence.START,),
     CheckerName.REBALANCE_LIVENESS: (MemberEvidence.START,),
     CheckerName.RECORD_ANOMALIES: (MemberEvidence.OWNERSHIP, MemberEvidence.CONSUMED),
 }
+
+
+def declared(start: MemberStart) -> bool:
+    """Whether kafka-chaos wrote this ``member_start`` for a ``command:`` member (client ``command``): it says when
+    the program ran and what it was told, not how it configured its consumer. Checkers that read a member's own
+    configuration (static membership, rebalance liveness, never-joined incidents) skip such starts."""
+    return start.client is MemberClient.COMMAND
 
 
 def application_members(history: History) -> dict[str, str]:
@@ -72,7 +86,8 @@ def missing(history: History) -> dict[MemberEvidence, list[str]]:
         return {}
     idx = index_of(history)
     has: dict[MemberEvidence, set[str]] = {
-        MemberEvidence.START: {e.source for e in idx.of(MemberStart)},
+        MemberEvidence.START: {e.source for e in idx.of(MemberStart) if not declared(e)},
+        MemberEvidence.LIFETIME: {e.source for e in idx.of(MemberStart)},
         MemberEvidence.OWNERSHIP: {e.source for t in (Assigned, Revoked, Lost) for e in idx.of(t)},
         MemberEvidence.CONSUMED: {e.source for e in idx.of(Consumed)},
         MemberEvidence.COMMIT_GENERATION: {e.source for e in idx.of(Commit) if e.generation is not None},

@@ -37,6 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from chaos.checkers.evidence import declared
 from chaos.history import (
     Assigned,
     ErrorEvent,
@@ -215,6 +216,8 @@ def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _A
     for s in of(MemberStop):
         stops.setdefault(s.source, []).append(s)
     for start in of(MemberStart):
+        if declared(start):
+            continue  # a command member records no assignment; the warm-up saw it join through the coordinator
         end = next((s for s in stops.get(start.source, ()) if s.mono_ns >= start.mono_ns), None)
         until = min(end.mono_ns if end else cutoff, cutoff)
         if any(start.mono_ns <= t <= until for t in assigned_at.get(start.source, ())):

@@ -70,6 +70,7 @@ from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kip848_groups, not_reconciled
+from chaos.checkers.evidence import declared
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
 from chaos.history import (
@@ -191,7 +192,8 @@ class _Members:
         self.stops: dict[str, list[tuple[int, int]]] = {}
         # starts and stops do not depend on the member ids' order: read from their own (ordered) lists
         for s in idx.of(MemberStart):
-            self.starts.setdefault(s.source, []).append(s.mono_ns)
+            if not declared(s):  # a command member's start says nothing of its member ids
+                self.starts.setdefault(s.source, []).append(s.mono_ns)
         for t in idx.of(MemberStop):
             self.stops.setdefault(t.source, []).append((t.mono_ns, t.seq))
         events = cast("list[Assigned | Revoked | Lost | Consumed | Commit]",
@@ -237,7 +239,8 @@ class _Members:
 def check(history: History, bounds: ResolvedBounds) -> Result:
     idx = index_of(history)
     log = FindingLog(bounds.max_findings)
-    groups = sorted({s.group for s in idx.of(MemberStart)})
+    # the bounds come from the members' own configuration: a command member's declared one is not read here
+    groups = sorted({s.group for s in idx.of(MemberStart) if not declared(s)})
     if not groups:
         return Result(NAME, Validity.TRUE, "no consumer group in the history: no rebalance to judge", {"groups": 0})
     cutoff = next((p.mono_ns for p in idx.of(PhaseEvent) if p.name is RunPhase.TEARDOWN), idx.last_ns + 1)

@@ -53,6 +53,7 @@ from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kip848_groups
+from chaos.checkers.evidence import declared
 from chaos.checkers.index import index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
 from chaos.history import (
@@ -147,6 +148,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
     types = (MemberStart, MemberStop, Assigned, ErrorEvent, Commit, BrokerLog, GroupStateSample, FaultStart, Lost)
     for e in cast("list[_Streamed]", idx.stream(types)):
+        if type(e) is MemberStart and declared(e):
+            continue  # a command member's instance id as told, not as it joined: not judged here
         ns = e.mono_ns
         if restarts:
             for src, r in list(restarts.items()):

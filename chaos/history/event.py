@@ -112,6 +112,17 @@ class GroupState(StrEnum):
     RECONCILING = "Reconciling"
 
 
+class MemberClient(StrEnum):
+    """The client of a ``member_start``: one a spec can choose (:class:`chaos.model.workload.Client`), or
+    ``command`` — a ``command:`` member's start, written by kafka-chaos on the program's behalf from what it gave
+    it (docs/architecture.md, "Members that are the application"); never a spec's choice."""
+
+    CONFLUENT_KAFKA = Client.CONFLUENT_KAFKA.value
+    KAFKA_PYTHON = Client.KAFKA_PYTHON.value
+    JAVA = Client.JAVA.value
+    COMMAND = "command"
+
+
 class GroupType(StrEnum):
     """Which protocol a ``group_state`` sample describes the group by (Kafka's ``Group.GroupType``)."""
 
@@ -239,7 +250,7 @@ class MemberStart(Event):
     """A consumer process started; its configuration as it will join."""
 
     group: Name
-    client: Client
+    client: MemberClient
     client_version: str
     instance_id: Name | None  # group.instance.id (KIP-345 static membership)
     assignor: Assignor

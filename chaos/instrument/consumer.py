@@ -61,6 +61,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from chaos.history.event import Kind
 from chaos.instrument.destination import Destination
+from chaos.instrument.interruption import held
 from chaos.instrument.recorder import TP, TPO, CommitAnswer, Recorder, Sent, View, commit_answer
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.workload.clients.confluent import parse_group_metadata
@@ -296,6 +297,7 @@ class Consumer(LibraryConsumer):
         return super().subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     # ------------------------------------------------------------------ records
+    @held(waits=True)
     def poll(self, timeout: float = -1) -> Message | None:
         rec = self._chaos
         if rec is None:
@@ -306,6 +308,7 @@ class Consumer(LibraryConsumer):
             self._chaos_returned(rec, [msg])
         return msg
 
+    @held(waits=True)
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         rec = self._chaos
         if rec is None:
@@ -328,7 +331,8 @@ class Consumer(LibraryConsumer):
 
     # ------------------------------------------------------------------ commits
     # one signature for the library's overloads: the arguments are read as the C code reads them
-    def commit(self, *args: Any, **kwargs: Any) -> list[TopicPartition] | None:  # type: ignore[override]
+    @held
+    def commit(self, *args: Any, **kwargs: Any) -> list[TopicPartition] | None:
         rec = self._chaos
         if rec is None:
             return super().commit(*args, **kwargs)
@@ -373,6 +377,7 @@ class Consumer(LibraryConsumer):
                 rec.commit(answer, None, auto=True)
 
     # ------------------------------------------------------------------ closing
+    @held
     def close(self, *args: Any, **kwargs: Any) -> None:
         rec = self._chaos
         if rec is None:

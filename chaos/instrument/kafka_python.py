@@ -61,6 +61,7 @@ from kafka.errors import KafkaError
 
 from chaos.history.event import Kind
 from chaos.instrument.destination import Destination
+from chaos.instrument.interruption import held
 from chaos.instrument.recorder import TP, TPO, CommitAnswer, Recorder, Sent, View, commit_answer
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.workload.clients.kafka_python import commit_error
@@ -294,6 +295,7 @@ class KafkaConsumer(_Library):
         return super().subscribe(topics=topics, pattern=pattern, listener=RecordingListener(rec, listener))
 
     # ------------------------------------------------------------------ records
+    @held(waits=True)
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True) -> Any:
         rec = self._chaos
         if rec is None or not update_offsets:  # iteration's inner poll: records are handed by __next__
@@ -308,6 +310,7 @@ class KafkaConsumer(_Library):
         rec.hand_over([(m.topic, m.partition, m.offset) for records in batches.values() for m in records])
         return batches
 
+    @held(waits=True)
     def __next__(self) -> Any:
         rec = self._chaos
         if rec is None:
@@ -323,6 +326,7 @@ class KafkaConsumer(_Library):
         return msg
 
     # ------------------------------------------------------------------ commits (recorded by the hook)
+    @held
     def commit(self, offsets: Any = None, timeout_ms: int | None = None) -> Any:
         return self._chaos_by_app(super().commit, offsets=offsets, timeout_ms=timeout_ms)
 
@@ -342,6 +346,7 @@ class KafkaConsumer(_Library):
             flag.on = outer
 
     # ------------------------------------------------------------------ closing
+    @held
     def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
         rec = self._chaos
         if rec is None:

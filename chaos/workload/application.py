@@ -32,6 +32,7 @@ from types import FrameType
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.instrument.interruption import interrupt
 from chaos.model.workload import ConsumerSpec
 from chaos.process import ManagedProcess
 from chaos.workload.spec import WorkerConfig
@@ -112,7 +113,9 @@ def translate_interceptor_lines(run_dir: str | Path, name: str) -> None:
 # ---------------------------------------------------------------------------------------- in the member process
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)
+    # between client calls, never inside one: a SystemExit raised in a rebalance callback would leave a
+    # revocation the library carried out unrecorded (chaos.instrument.interruption)
+    interrupt(SystemExit(0), frame)
 
 
 def run_app(cfg: WorkerConfig) -> int:

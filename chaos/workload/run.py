@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.errors import InfrastructureError, UsageError
-from chaos.history.event import SCHEMA_VERSION, Kind, RunPhase
+from chaos.history.event import SCHEMA_VERSION, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.model.workload import ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
@@ -161,7 +161,25 @@ class WorkloadRun:
             raise UsageError(f"member {name}: command {argv[0]!r} is not executable; fix its command") from None
         into[name] = proc
         self._started_ns[proc.pid] = time.monotonic_ns()
+        if spec is not None and spec.command is not None:
+            self._record_declared_start(name, spec)
         return proc
+
+    def _record_declared_start(self, name: str, spec: ConsumerSpec) -> None:
+        """Write a ``command:`` member's ``member_start`` on its behalf (it records nothing of its own).
+
+        Client ``command``, version ``declared``: the configuration is what kafka-chaos gave the program in its
+        environment (``KAFKA_SESSION_TIMEOUT_MS`` ...), not what it reported — it tells the checkers when the
+        member ran, in which group, under which declared timeouts (docs/architecture.md, "Members that are the
+        application"). Its commit mode is not known: the spec's default is written and nothing reads it for
+        such a member.
+        """
+        writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
+        writer.emit(Kind.MEMBER_START, group=self.group, client=MemberClient.COMMAND.value, client_version="declared",
+                    instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
+                    commit_mode=spec.commit_mode.value, session_timeout_ms=spec.session_timeout_ms,
+                    max_poll_interval_ms=spec.max_poll_interval_ms, auto_commit_interval_ms=None, wrong_mode=None)
+        writer.close()
 
     def start_producer(self, name: str, spec: ProducerSpec | None = None) -> ManagedProcess:
         """Start (or add, with ``spec``) a producer worker."""

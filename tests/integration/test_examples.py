@@ -145,6 +145,7 @@ def test_the_java_consumer_is_judged_through_the_interceptor(java_consumer):
     assert verdicts["delivery"] == "true", o["checks"]["delivery"]["summary"]
     assert o["checks"]["delivery"]["metrics"]["consumed_records"] >= o["checks"]["delivery"]["metrics"]["produced"] > 0
     assert verdicts["committed-offsets"] == "true", o["checks"]["committed-offsets"]["summary"]
+    assert verdicts["convergence"] == "true", o["checks"]["convergence"]["summary"]
     # ... what needs assignments or generations (the interceptor sees neither) is not, and says why
     for name in ("ownership-generation", "ownership-time", "generations"):
         assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
@@ -217,5 +218,11 @@ def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_a
     for name in ("delivery", "ownership-generation", "ownership-time", "fencing", "generations"):
         assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
     assert "consumer-1 (command)" in o["checks"]["delivery"]["summary"]
-    # the coordinator's own evidence is judged
+    # the coordinator's own evidence is judged: committed offsets, and convergence after consumer-1's pause
+    # (its members named by client.id, consumption resumed shown by committed offsets moving on)
     assert verdicts["committed-offsets"] == "true", o["checks"]["committed-offsets"]["summary"]
+    assert verdicts["convergence"] == "true", o["checks"]["convergence"]["summary"]
+    # what needs the members' own configuration is not judged from the declared one
+    for name in ("static-membership", "rebalance-liveness"):
+        assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
+    assert not [i for i in o["incidents"] if i["kind"] == "never_joined"], o["incidents"]
