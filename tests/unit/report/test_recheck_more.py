@@ -310,15 +310,21 @@ def test_commit_ahead_unreported_is_a_disagreement(recheck_rows):
     assert "t-0 at 4" in row["spark_example"] and "Spark: 1" in row["note"]
 
 
-def test_offsets_back_found_by_both(recheck_rows):
-    row = recheck_rows[("offsets-back", "committed-offsets")]
+@pytest.mark.parametrize(("run", "invariant", "example"), [
+    ("offsets-back", "committed-offsets", "group g t-0"),  # one partition
+    ("fencing-stale", "fencing", "generation 1"),  # the commit during PreparingRebalance is legal
+])
+def test_one_violation_found_by_both(recheck_rows, run, invariant, example):
+    row = recheck_rows[(run, invariant)]
     assert row["compared"] and row["agree"] is True, row
-    assert row["spark_violations"] == row["checker_findings"] == 1  # one partition
-    assert "group g t-0" in row["spark_example"] and "group g t-0" in row["checker_example"]
+    assert row["spark_violations"] == row["checker_findings"] == 1
+    assert example in row["spark_example"] and example in row["checker_example"]
 
 
-def test_offsets_near_miss_passes_both(recheck_rows):
-    row = recheck_rows[("offsets-near-miss", "committed-offsets")]
+@pytest.mark.parametrize(("run", "invariant"), [("offsets-near-miss", "committed-offsets"),
+                                                ("fencing-in-flight", "fencing")])
+def test_near_miss_passes_both(recheck_rows, run, invariant):
+    row = recheck_rows[(run, invariant)]
     assert row["compared"] and row["agree"] is True, row
     assert row["spark_violations"] == row["checker_findings"] == 0
 
@@ -343,19 +349,6 @@ def test_every_other_pair_agrees_or_says_why_not(recheck_rows):
         if run in edited and inv in ("delivery-commits", "committed-offsets", "fencing"):
             continue
         assert row["agree"] is True or (not row["compared"] and row["note"]), (run, inv, row)
-
-
-def test_fencing_stale_generation_found_by_both(recheck_rows):
-    row = recheck_rows[("fencing-stale", "fencing")]
-    assert row["compared"] and row["agree"] is True, row
-    assert row["spark_violations"] == row["checker_findings"] == 1  # the commit during PreparingRebalance is legal
-    assert "generation 1" in row["spark_example"] and "generation 1" in row["checker_example"]
-
-
-def test_fencing_in_flight_commit_passes_both(recheck_rows):
-    row = recheck_rows[("fencing-in-flight", "fencing")]
-    assert row["compared"] and row["agree"] is True, row
-    assert row["spark_violations"] == row["checker_findings"] == 0
 
 
 def test_fencing_disagreements_show_both_sides(recheck_rows):
