@@ -52,7 +52,9 @@ Environment:
   KAFKA_GROUP_ID, KAFKA_TOPIC, KAFKA_CLIENT_ID and the spec's timeouts, protocol and assignor:
   KAFKA_CHAOS_EVENTS       app: the instrumented consumer's events file; command: where the kafka-chaos
                            ConsumerInterceptor writes its lines
-  KAFKA_CHAOS_INTERCEPTOR_JAR  command: that interceptor's jar, for a JVM application's classpath"""
+  KAFKA_CHAOS_INTERCEPTOR_JAR  command: that interceptor's jar, for a JVM application's classpath
+  KAFKA_CHAOS_OUTPUT_TOPIC  command with reports_processed: where to report each processed record
+                           (key $KAFKA_CLIENT_ID, value {"partition": P, "offset": O})"""
 
 COMPLETION = """\b
 Shell completion (commands, options, experiment names):

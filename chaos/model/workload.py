@@ -113,6 +113,8 @@ MEMBER_ENV = {
     "KAFKA_GROUP_INSTANCE_ID": "the spec's instance_id (KIP-345), when it has one",
     "KAFKA_CHAOS_EVENTS": "optional: where the member may write events (app: the instrumented consumer does; "
                           "command: lines of the kafka-chaos ConsumerInterceptor)",
+    "KAFKA_CHAOS_OUTPUT_TOPIC": "command members with reports_processed: the topic to report each processed record "
+                                "on (key: $KAFKA_CLIENT_ID; value: JSON {\"partition\": P, \"offset\": O})",
     "KAFKA_CHAOS_INTERCEPTOR_JAR": "command members: the RecordingConsumerInterceptor jar, for a JVM application's "
                                    "classpath (interceptor.classes=io.kafkachaos.interceptor.RecordingConsumerInterceptor)",
 }
@@ -169,6 +171,10 @@ class ConsumerSpec(_Frozen):
     #: working directory of an ``app`` or ``command`` member; in an experiment file relative to the file's directory,
     #: which is also the default (elsewhere: the driver's)
     cwd: str | None = None
+    #: ``command`` members only: the program reports every record it processed on the output topic named by
+    #: ``$KAFKA_CHAOS_OUTPUT_TOPIC`` (:mod:`chaos.workload.processed_reports`), which kafka-chaos reads at the end of
+    #: the run as the member's ``consumed`` events (a member that reports nothing leaves delivery ``unknown``)
+    reports_processed: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> ConsumerSpec:
@@ -215,6 +221,9 @@ class ConsumerSpec(_Frozen):
         """An ``app`` or ``command`` member runs the application's loop, not ours: the fields that drive our loop
         would be silently ignored, so they are refused; the ones that describe the member to faults and checkers
         (timeouts, protocol, instance id, assignor, lane) are passed to it in :data:`MEMBER_ENV`."""
+        if self.reports_processed and self.command is None:
+            raise ValueError("reports_processed applies to command members only (an app member's instrumented consumer "
+                             "records what it processed; kafka-chaos's own members do too): drop it or give a command")
         if self.app is None and self.command is None:
             if self.env or self.cwd is not None:
                 raise ValueError("env and cwd apply to app or command members only (the application's process)")

@@ -36,7 +36,7 @@ from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.model.workload import ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
-from chaos.workload import application
+from chaos.workload import application, processed_reports
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
 from chaos.workload.spec import WorkerConfig
@@ -73,6 +73,9 @@ class WorkloadRun:
         #: pids of members whose member_stop the runner wrote; spawn time of every process
         self._stops_recorded: set[int] = set()
         self._started_ns: dict[int, int] = {}
+        #: every start of each member process (CLOCK_MONOTONIC ns, ascending): where a report's interval begins
+        self._member_starts: dict[str, list[int]] = {}
+        self.reporting = [n for n, c in self.member_specs.items() if c.reports_processed]
 
     # ------------------------------------------------------------ context
     def __enter__(self) -> WorkloadRun:
@@ -97,6 +100,10 @@ class WorkloadRun:
         self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
         # returns once the metadata lists every partition with a leader (bounded)
         self.admin.create_topic(self.topic, self.spec.partitions, min(self.spec.replication, self.cluster.spec.brokers))
+        if self.reporting:
+            # one partition: the reports of all members in one order, read to one high watermark at the end
+            self.admin.create_topic(processed_reports.output_topic(self.topic), 1,
+                                    min(self.spec.replication, self.cluster.spec.brokers))
         if self.spec.kip848_group_configs:
             # before the first heartbeat: a KIP-848 member's session is the group's (docs/architecture.md)
             self.admin.set_group_config(self.group, self.spec.kip848_group_configs)
@@ -151,6 +158,8 @@ class WorkloadRun:
                 argv = list(spec.command)
             env = application.member_env(spec, name=name, bootstrap=cfg.bootstrap, group=self.group, topic=self.topic,
                                          run_dir=self.run_dir, interceptor_jar=jar)
+            if spec.reports_processed:
+                env[processed_reports.OUTPUT_TOPIC_ENV] = processed_reports.output_topic(self.topic)
             cwd = Path(spec.cwd) if spec.cwd is not None else None
         try:
             proc = self.session.spawn(name, argv, wdir / f"{name}.out", cwd=cwd, env=env)
@@ -161,6 +170,8 @@ class WorkloadRun:
             raise UsageError(f"member {name}: command {argv[0]!r} is not executable; fix its command") from None
         into[name] = proc
         self._started_ns[proc.pid] = time.monotonic_ns()
+        if spec is not None:
+            self._member_starts.setdefault(name, []).append(self._started_ns[proc.pid])
         if spec is not None and spec.command is not None:
             self._record_declared_start(name, spec)
         return proc
@@ -396,6 +407,8 @@ class WorkloadRun:
                 application.translate_interceptor_lines(self.run_dir, name)
         for proc in self.producers.values():
             proc.terminate(grace=10)
+        if self.reporting and self.cluster is not None:
+            self._read_processed_reports()
         self.session.close(remove_dir=True)
         if self.observer is not None:
             self.observer.stop()
@@ -412,6 +425,15 @@ class WorkloadRun:
                 pass
         self._merged = merge_run(self.run_dir)
         return self._merged
+
+
+    def _read_processed_reports(self) -> None:
+        """The members' processed-record reports, read once every member has stopped (chaos.workload.processed_reports)."""
+        topic = processed_reports.output_topic(self.topic)
+        reports, complete = processed_reports.read(self.cluster.bootstrap("ctl"), topic, f"reports-{self.run_id}")
+        starts = {n: self._member_starts[n] for n in self.reporting if n in self._member_starts}
+        processed_reports.record(self.run_dir, reports, members=starts, group=self.group, topic=self.topic,
+                                 read_complete=complete)
 
 
 def _read(path: Path) -> bytes:

@@ -5,17 +5,23 @@ environment (``KAFKA_BOOTSTRAP_SERVERS``, ``KAFKA_GROUP_ID``, ``KAFKA_TOPIC``, `
 and does not instrument it. It is plain confluent-kafka: poll, process, commit synchronously after processing,
 close on SIGTERM. Since it records nothing itself, the checkers that need a member's own account (what it
 processed, what it owned when, the generation of its commits) answer ``unknown``, never ``true``.
+
+When kafka-chaos names an output topic (``$KAFKA_CHAOS_OUTPUT_TOPIC``: the member's spec says
+``reports_processed: true``), it reports each record it processed there — key ``$KAFKA_CLIENT_ID``, value
+``{"partition": P, "offset": O}`` — and flushes those reports before it commits, so a commit never covers a
+record it has not reported. kafka-chaos reads them when the run ends, as what this member processed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import time
 from types import FrameType
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 stopping = False
 
@@ -40,6 +46,9 @@ def main() -> int:
                      "partition.assignment.strategy": env.get("KAFKA_PARTITION_ASSIGNMENT_STRATEGY", "range")})
     consumer = Consumer(conf)
     consumer.subscribe([env["KAFKA_TOPIC"]])
+    output = env.get("KAFKA_CHAOS_OUTPUT_TOPIC")
+    reports = Producer({"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"], "acks": "all",
+                        "enable.idempotence": True}) if output else None
     try:
         while not stopping:
             records = []
@@ -49,8 +58,14 @@ def main() -> int:
                     records.append(m)
                 elif err.code() != KafkaError._PARTITION_EOF:
                     print(f"poll: {err}", file=sys.stderr, flush=True)
-            for _ in records:
+            for m in records:
                 time.sleep(0.002)  # the processing
+                if reports is not None:
+                    reports.produce(output, key=conf["client.id"],
+                                    value=json.dumps({"partition": m.partition(), "offset": m.offset()}))
+            if reports is not None and reports.flush(10) > 0:
+                print("reports not delivered within 10 s; not committing", file=sys.stderr, flush=True)
+                continue
             if records:
                 try:
                     consumer.commit(asynchronous=False)  # the positions after this batch: all processed
@@ -58,6 +73,8 @@ def main() -> int:
                     print(f"commit refused: {exc}", file=sys.stderr, flush=True)
     finally:
         consumer.close()
+        if reports is not None:
+            reports.flush(10)
     return 0
 
 

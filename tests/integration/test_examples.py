@@ -208,9 +208,14 @@ def test_an_interceptor_that_cannot_be_loaded_is_one_line_naming_the_member(java
 
 # ----------------------------------------------------------------------------------------- black-box
 
-def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(tmp_path):
-    cwd = _copy("black-box", tmp_path)
-    o = _run(cwd, "black-box.yaml")["black-box"]
+@pytest.fixture(scope="module")
+def black_box(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    cwd = _copy("black-box", tmp_path_factory.mktemp("outside-the-repo"))
+    return _run(cwd, "black-box.yaml", "black-box-reporting.yaml")
+
+
+def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(black_box):
+    o = black_box["black-box"]
     verdicts = _verdicts(o)
     assert o["valid"] == "unknown" and o["exit"] == 3, verdicts
     assert "false" not in verdicts.values(), verdicts
@@ -226,3 +231,22 @@ def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_a
     for name in ("static-membership", "rebalance-liveness"):
         assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)
     assert not [i for i in o["incidents"] if i["kind"] == "never_joined"], o["incidents"]
+
+
+def test_a_process_reporting_what_it_processed_on_the_output_topic_is_judged_for_delivery(black_box):
+    o = black_box["black-box-reporting"]
+    verdicts = _verdicts(o)
+    assert "false" not in verdicts.values(), verdicts
+    # every member's reports became its consumed events: delivery is judged, on every record acknowledged
+    run_dir = Path(o["run_dir"])
+    for i in range(3):
+        assert (run_dir / "events" / f"consumer-{i}.processed.jsonl").stat().st_size > 0
+    assert not (run_dir / "workers" / "processed-reports-notes.txt").exists()
+    delivery = o["checks"]["delivery"]
+    assert verdicts["delivery"] == "true", delivery["summary"]
+    assert delivery["metrics"]["produced"] > 0 and delivery["metrics"]["lost"] == 0
+    assert delivery["metrics"]["consumed_records"] >= delivery["metrics"]["produced"]
+    assert verdicts["convergence"] == "true", o["checks"]["convergence"]["summary"]
+    # reports say what was processed, not what was owned when, nor with which generation
+    for name in ("ownership-generation", "ownership-time", "fencing", "generations"):
+        assert verdicts[name] == "unknown" and NOTHING_OF in o["checks"][name]["summary"], (name, verdicts)

@@ -1,0 +1,143 @@
+"""A black-box member's processed-record reports (chaos.workload.processed_reports): what they become, and that the
+delivery checker judges them as a member's own consumed events — true when every record is reported, false when one
+is not and nothing else saw it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from chaos.checkers.index import fmt_tp
+from chaos.checkers.registry import run_checkers
+from chaos.checkers.result import CheckerName, Validity
+from chaos.history import Consumed, History, read_history
+from chaos.history.event import from_dict
+from chaos.history.merge import merge_run
+from chaos.model.workload import ConsumerSpec
+from chaos.workload import processed_reports
+from chaos.workload.processed_reports import RawReport, translate
+
+from ..checkers.test_evidence import FIXTURES, black_box_started
+
+MS = 1_000_000
+
+
+def _report(position: int, key: str | None, value: object, ts_ms: int) -> RawReport:
+    raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+    return RawReport(position, key.encode() if key is not None else None, raw, ts_ms)
+
+
+def test_a_report_is_a_consumed_event_between_the_members_latest_start_and_its_timestamp():
+    # consumer-0 started at mono 1 s and again (bounced) at 5 s; the machine's wall clock is mono + 1000 s
+    offset = 1000 * 10**9
+    tr = translate([_report(0, "consumer-0", {"partition": 2, "offset": 7}, ts_ms=1_003_000),
+                    _report(1, "consumer-0", {"partition": 2, "offset": 8, "topic": "t"}, ts_ms=1_006_000)],
+                   members={"consumer-0": [1 * 10**9, 5 * 10**9]}, group="g", topic="t", wall_minus_mono_ns=offset)
+    first, second = tr.consumed["consumer-0"]
+    assert (first["mono_ns"], first["ts_uncertain_ns"]) == (1 * 10**9, 2 * 10**9 + MS)  # [1 s, 3 s + 1 ms]
+    assert (second["mono_ns"], second["ts_uncertain_ns"]) == (5 * 10**9, 1 * 10**9 + MS)  # after the bounce
+    assert (first["partition"], first["offsets"], first["generation"], first["member_id"]) == (2, [7], None, None)
+    assert not tr.notes and not tr.errors["consumer-0"]
+
+
+def test_a_report_stamped_before_the_member_started_begins_at_its_first_start():
+    tr = translate([_report(0, "consumer-0", {"partition": 0, "offset": 0}, ts_ms=500)],
+                   members={"consumer-0": [10**9]}, group="g", topic="t", wall_minus_mono_ns=0)
+    (ev,) = tr.consumed["consumer-0"]
+    assert ev["mono_ns"] == 10**9 and ev["ts_uncertain_ns"] == 0
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    (b"not json", "Invalid JSON"),
+    ({"partition": 0}, "offset: Field required"),
+    ({"partition": 0, "offset": 1, "extra": 1}, "extra: Extra inputs are not permitted"),
+    ({"partition": "0", "offset": 1}, "partition: Input should be a valid integer"),
+    ({"partition": 0, "offset": 1, "topic": "other"}, "topic 'other' is not the run's topic t"),
+])
+def test_an_unreadable_report_is_an_error_of_its_member_and_a_note_never_a_guess(value, reason):
+    tr = translate([_report(4, "consumer-1", value, ts_ms=2000)], members={"consumer-1": [10**9]}, group="g",
+                   topic="t", wall_minus_mono_ns=0)
+    assert tr.consumed["consumer-1"] == []
+    (err,) = tr.errors["consumer-1"]
+    assert err["fatal"] is False and reason in err["message"] and "t-processed@4" in err["message"]
+    assert len(tr.notes) == 1 and tr.notes[0].startswith("t-processed@4 (consumer-1): unreadable report")
+
+
+def test_a_report_of_no_reporting_member_is_noted_and_ignored():
+    tr = translate([_report(0, "intruder", {"partition": 0, "offset": 0}, 1), _report(1, None, {}, 1)],
+                   members={"consumer-0": [0]}, group="g", topic="t", wall_minus_mono_ns=0)
+    assert tr.consumed["consumer-0"] == [] and tr.errors["consumer-0"] == []
+    assert [n.split(":")[0] for n in tr.notes] == ["t-processed@0", "t-processed@1"]
+    assert "key 'intruder' names no member that reports processed records (consumer-0)" in tr.notes[0]
+
+
+def test_recorded_reports_are_valid_events_of_their_member_and_merge_into_the_history(tmp_path: Path):
+    (tmp_path / "header.json").write_text(json.dumps({"schema_version": read_history(
+        FIXTURES / "realistic-static-range.jsonl").header.schema_version, "run_id": "r", "seed": 1,
+        "experiment": {}, "versions": {}, "configs": {}}))
+    processed_reports.record(tmp_path, [_report(0, "consumer-0", {"partition": 1, "offset": 3}, 10**12),
+                                        _report(1, "consumer-0", b"{", 10**12)],
+                             members={"consumer-0": [5]}, group="g", topic="t", read_complete=False)
+    lines = (tmp_path / "events" / "consumer-0.processed.jsonl").read_bytes().splitlines()
+    kinds = [from_dict(json.loads(line)).kind.value for line in lines]
+    assert kinds == ["consumed", "error"]
+    notes = (tmp_path / "workers" / processed_reports.NOTES_FILE).read_text().splitlines()
+    assert notes[0].startswith("the output topic t-processed could not be read to its end") and len(notes) == 2
+    history = read_history(merge_run(tmp_path))
+    (c,) = [e for e in history.events if isinstance(e, Consumed)]
+    assert (c.source, c.mono_ns, c.offsets) == ("consumer-0", 5, (3,)) and c.ts_uncertain_ns is not None
+
+
+def _reported(history: History, drop: tuple[str, int, int] | None = None) -> History:
+    """The fixture's members as command members reporting, on the output topic, every record their own events say
+    they processed (``drop``: one (topic, partition, offset) left unreported), translated back into the history."""
+    source = read_history(FIXTURES / "realistic-static-range.jsonl")
+    starts: dict[str, list[int]] = {}
+    reports: list[RawReport] = []
+    for e in source.events:
+        if e.kind.value == "member_start" and e.source.startswith("consumer-"):
+            starts.setdefault(e.source, []).append(e.mono_ns)
+        if isinstance(e, Consumed):
+            for o in e.offsets:
+                if (e.topic, e.partition, o) != drop:
+                    reports.append(_report(len(reports), e.source, {"partition": e.partition, "offset": o},
+                                           ts_ms=e.mono_ns // MS + 1))
+    topic = next(e.topic for e in source.events if isinstance(e, Consumed))
+    group = next(e.group for e in source.events if isinstance(e, Consumed))
+    tr = translate(reports, members=starts, group=group, topic=topic, wall_minus_mono_ns=0)
+    seq = max(e.seq for e in history.events)
+    added = []
+    for name, items in tr.consumed.items():
+        for fields in items:
+            seq += 1
+            added.append(Consumed(seq=seq, ts=fields["mono_ns"] / 1e9, source=name, **{
+                **fields, "offsets": tuple(fields["offsets"])}))
+    events = sorted((*history.events, *added), key=lambda e: (e.mono_ns, e.seq))
+    return replace(history, events=tuple(events))
+
+
+def test_delivery_is_judged_from_reports_true_when_all_are_reported_false_when_one_is_not():
+    bare = black_box_started(read_history(FIXTURES / "realistic-static-range.jsonl"))
+    assert run_checkers(bare, [CheckerName.DELIVERY]).result(CheckerName.DELIVERY).valid is not Validity.TRUE
+    verdict = run_checkers(_reported(bare))
+    r = verdict.result(CheckerName.DELIVERY)
+    assert r.valid is Validity.TRUE and r.metrics["lost"] == 0, r.summary
+    # reports known only within an interval do not say when consumption resumed; the committed offsets still do
+    conv = verdict.result(CheckerName.CONVERGENCE)
+    assert conv.valid is Validity.TRUE and "consumption resumed" in conv.summary, conv.summary
+    # a record no member reported and no final read saw (this fixture has none) is lost, and named
+    first = next(e for e in bare.events if e.kind.value == "send_ok")
+    gap = (first.topic, first.partition, first.offset)  # type: ignore[attr-defined]
+    r = run_checkers(_reported(bare, drop=gap), [CheckerName.DELIVERY]).result(CheckerName.DELIVERY)
+    assert r.valid is Validity.FALSE and r.metrics["lost"] == 1, r.summary
+    assert any(f"record {fmt_tp(gap[:2])}@{gap[2]} was acknowledged" in v.description for v in r.violations)
+
+
+def test_reports_processed_is_for_command_members_only():
+    assert ConsumerSpec(command=("./svc",), reports_processed=True).reports_processed
+    for spec in ({}, {"app": "svc:main"}):
+        with pytest.raises(ValueError, match="reports_processed applies to command members only"):
+            ConsumerSpec(**spec, reports_processed=True)
