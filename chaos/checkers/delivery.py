@@ -19,6 +19,16 @@ may still be in processing; librdkafka ``enable.auto.offset.store``, Java
 also cover the batch the committing member processes next for that partition.
 If that batch never completes (the member was killed) the commit covered
 unprocessed records: a violation (this is the at-most-once hole of auto-commit).
+
+*Committed by the coordinator => processed* (black-box members reporting what they processed, issue 14): a
+``command`` member records no commits of its own, so when the run declares members with ``reports_processed``
+and every ``command`` member does (chaos.checkers.evidence.reporting_members), the coordinator's committed
+offsets (the observer's ``committed_offsets`` samples) stand in for them: a sample showing next offset N for
+partition p in group G requires every offset below N acknowledged by ``send_ok`` to be processed by some member
+of G — by a ``consumed`` event stamped exactly, whenever (an auto-commit may run ahead of a batch still in
+processing), or by a report whose interval (``ts_uncertain_ns``) begins at or before the sample (a report from
+a process started after the sample processed the record after the commit was made). Only members that report
+are trusted this far: a group with an unreporting command member has no complete account of its processing.
 """
 
 from __future__ import annotations
@@ -26,9 +36,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from chaos.checkers.bounds import ResolvedBounds
+from chaos.checkers.evidence import application_members, reporting_members
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Commit, Consumed, FinalRead, History, SendOk
+from chaos.history import Commit, CommittedOffsets, Consumed, FinalRead, GroupStateSample, History, SendOk
 from chaos.outcome import Outcome
 
 _TP = tuple[str, int]
@@ -140,6 +151,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if gap is not None and gap < n:
                 judge(c_seq, member, group, tp, n, gap, True)
 
+    coordinator_checked = _committed_by_the_coordinator(history, idx, sorted_offsets, log, produced_seq)
+
     seen_any: dict[_TP, set[int]] = {}  # (topic, partition) -> offsets processed by anyone or read at the end
     for (_group, topic, part), done in processed.items():
         a = seen_any.get((topic, part))
@@ -174,10 +187,67 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     metrics = {"produced": produced_total, "lost": lost, "consumed_records": consumed_offsets,
                "duplicates": duplicates, "final_read_records": final_seen,
                "commit_partitions_checked": commits_checked, "violations": log.violation_count}
+    if coordinator_checked is not None:
+        metrics["coordinator_commits_checked"] = coordinator_checked
+    judged_too = ("" if coordinator_checked is None else
+                  f"; {coordinator_checked} committed offset(s) the coordinator showed were covered by reports")
     return log.result(NAME, f"all {produced_total} acknowledged record(s) were processed; no commit ran ahead of "
-                      f"processing ({duplicates} duplicate deliveries)",
+                      f"processing ({duplicates} duplicate deliveries){judged_too}",
                       f"{lost} acknowledged record(s) lost, {log.violation_count - lost} commit(s) ahead of processing",
                       metrics,
                       # nothing acknowledged and nothing committed: the run cannot show at-least-once either way
                       unknown=("no record was acknowledged and no commit was made: delivery cannot be judged"
-                               if produced_total == 0 and commits_checked == 0 else None))
+                               if produced_total == 0 and commits_checked == 0 and not coordinator_checked else None))
+
+
+def _committed_by_the_coordinator(history: History, idx: Any, sorted_offsets: dict[_TP, list[int]], log: FindingLog,
+                                  produced_seq: Any) -> int | None:
+    """The third definition of the module docstring; the number of (sample, partition) offsets judged, or None when
+    the run has no reporting members (or an unreporting command member) and it does not apply."""
+    reporting = reporting_members(history)
+    commands = {m for m, how in application_members(history).items() if how == "command"}
+    if not reporting or commands - reporting:
+        return None
+    # (group, topic, partition, offset) -> the earliest moment some member of the group may have processed it
+    earliest: dict[tuple[str, str, int, int], int] = {}
+    for e in cast("list[Consumed]", idx.of(Consumed)):
+        at = 0 if e.ts_uncertain_ns is None else e.mono_ns  # exact: whenever (auto-commit runs ahead of processing)
+        for o in e.offsets:
+            key = (e.group, e.topic, e.partition, o)
+            if key not in earliest or at < earliest[key]:
+                earliest[key] = at
+    checked = 0
+    judged: dict[tuple[str, str, int], int] = {}  # (group, topic, partition) -> offsets below this were judged
+    owner: dict[str, dict[_TP, str]] = {}  # group -> partition -> client.id of its owner in the latest sample
+    for s in cast("list[GroupStateSample | CommittedOffsets]", idx.stream((GroupStateSample, CommittedOffsets))):
+        if type(s) is GroupStateSample:
+            owner[s.group] = {tp: m.client_id for m in s.members for tp in m.assignment}
+            continue
+        for topic, part, n in s.offsets:
+            done = judged.get((s.group, topic, part), 0)
+            if n <= done:
+                continue
+            checked += 1
+            judged[(s.group, topic, part)] = n
+            never: list[int] = []
+            late: list[int] = []
+            for o in sorted_offsets.get((topic, part), ()):
+                if o >= n:
+                    break
+                if o >= done:
+                    first = earliest.get((s.group, topic, part, o))
+                    if first is None:
+                        never.append(o)
+                    elif first > s.mono_ns:
+                        late.append(o)
+            held = owner.get(s.group, {}).get((topic, part))
+            by = f", owned by {held} in the coordinator's last sample before it," if held else ""
+            for offsets, how in ((never, "never reported processed by the group"),
+                                 (late, "reported processed only by member processes started after that")):
+                if offsets:
+                    shown = ", ".join(map(str, offsets[:5])) + (", …" if len(offsets) > 5 else "")
+                    log.violation(f"group {s.group}: the coordinator's committed offset of {fmt_tp((topic, part))}"
+                                  f"{by} reached {n} (observed at {idx.seconds(s.mono_ns):.3f}s) but "
+                                  f"{len(offsets)} acknowledged offset(s) below it were {how} ({shown})",
+                                  s.seq, produced_seq((topic, part), offsets[0]))
+    return checked

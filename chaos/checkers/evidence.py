@@ -79,6 +79,15 @@ def application_members(history: History) -> dict[str, str]:
     return out
 
 
+def reporting_members(history: History) -> set[str]:
+    """The ``command`` members the run's experiment declares with ``reports_processed`` (their ``consumed`` events
+    are their own reports on the output topic, chaos.workload.processed_reports)."""
+    workload = history.header.experiment.get("workload") if isinstance(history.header.experiment, Mapping) else None
+    consumers = workload.get("consumers") if isinstance(workload, Mapping) else None
+    return {f"consumer-{i}" for i, spec in enumerate(consumers if isinstance(consumers, list) else [])
+            if isinstance(spec, Mapping) and spec.get("command") and spec.get("reports_processed")}
+
+
 def missing(history: History) -> dict[MemberEvidence, list[str]]:
     """Per evidence kind, the application members (sorted) that recorded none of it."""
     members = application_members(history)

@@ -10,6 +10,9 @@ When kafka-chaos names an output topic (``$KAFKA_CHAOS_OUTPUT_TOPIC``: the membe
 ``reports_processed: true``), it reports each record it processed there — key ``$KAFKA_CLIENT_ID``, value
 ``{"partition": P, "offset": O}`` — and flushes those reports before it commits, so a commit never covers a
 record it has not reported. kafka-chaos reads them when the run ends, as what this member processed.
+
+Two settings make the broken variant (``broken-commit-before-process.yaml``): ``COMMIT_BEFORE_PROCESSING=1``
+commits each batch as soon as it is polled, and ``PROCESSING_MS`` (default 2) is the time each record takes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ def stop(signum: int, frame: FrameType | None) -> None:
     stopping = True
 
 
+def commit(consumer: Consumer) -> None:
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        print(f"commit refused: {exc}", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     env = os.environ
@@ -49,6 +59,8 @@ def main() -> int:
     output = env.get("KAFKA_CHAOS_OUTPUT_TOPIC")
     reports = Producer({"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"], "acks": "all",
                         "enable.idempotence": True}) if output else None
+    commit_first = env.get("COMMIT_BEFORE_PROCESSING") == "1"
+    processing_s = float(env.get("PROCESSING_MS", "2")) / 1000
     try:
         while not stopping:
             records = []
@@ -58,19 +70,18 @@ def main() -> int:
                     records.append(m)
                 elif err.code() != KafkaError._PARTITION_EOF:
                     print(f"poll: {err}", file=sys.stderr, flush=True)
+            if commit_first and records:
+                commit(consumer)  # the bug: the positions after this batch, none of it processed yet
             for m in records:
-                time.sleep(0.002)  # the processing
+                time.sleep(processing_s)  # the processing
                 if reports is not None:
                     reports.produce(output, key=conf["client.id"],
                                     value=json.dumps({"partition": m.partition(), "offset": m.offset()}))
             if reports is not None and reports.flush(10) > 0:
                 print("reports not delivered within 10 s; not committing", file=sys.stderr, flush=True)
                 continue
-            if records:
-                try:
-                    consumer.commit(asynchronous=False)  # the positions after this batch: all processed
-                except KafkaException as exc:
-                    print(f"commit refused: {exc}", file=sys.stderr, flush=True)
+            if not commit_first and records:
+                commit(consumer)  # the positions after this batch: all processed and reported
     finally:
         consumer.close()
         if reports is not None:

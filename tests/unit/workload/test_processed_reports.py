@@ -20,7 +20,7 @@ from chaos.model.workload import ConsumerSpec
 from chaos.workload import processed_reports
 from chaos.workload.processed_reports import RawReport, translate
 
-from ..checkers.test_evidence import FIXTURES, black_box_started
+from ..checkers.test_evidence import FIXTURES, black_box_started, declared
 
 MS = 1_000_000
 
@@ -91,15 +91,21 @@ def test_recorded_reports_are_valid_events_of_their_member_and_merge_into_the_hi
     assert (c.source, c.mono_ns, c.offsets) == ("consumer-0", 5, (3,)) and c.ts_uncertain_ns is not None
 
 
-def _reported(history: History, drop: tuple[str, int, int] | None = None) -> History:
+def _reporting(history: History) -> History:
+    """``history`` with every member declared a command member that reports what it processed."""
+    return declared(history, command=["./service"], reports_processed=True)
+
+
+def _reported(history: History, drop: tuple[str, int, int] | None = None, started_ns: int | None = None) -> History:
     """The fixture's members as command members reporting, on the output topic, every record their own events say
-    they processed (``drop``: one (topic, partition, offset) left unreported), translated back into the history."""
+    they processed (``drop``: one (topic, partition, offset) left unreported; ``started_ns``: every member process
+    started then instead), translated back into the history."""
     source = read_history(FIXTURES / "realistic-static-range.jsonl")
     starts: dict[str, list[int]] = {}
     reports: list[RawReport] = []
     for e in source.events:
         if e.kind.value == "member_start" and e.source.startswith("consumer-"):
-            starts.setdefault(e.source, []).append(e.mono_ns)
+            starts.setdefault(e.source, []).append(e.mono_ns if started_ns is None else started_ns)
         if isinstance(e, Consumed):
             for o in e.offsets:
                 if (e.topic, e.partition, o) != drop:
@@ -141,3 +147,43 @@ def test_reports_processed_is_for_command_members_only():
     for spec in ({}, {"app": "svc:main"}):
         with pytest.raises(ValueError, match="reports_processed applies to command members only"):
             ConsumerSpec(**spec, reports_processed=True)
+
+
+def _delivery(history: History):
+    return run_checkers(history, [CheckerName.DELIVERY]).result(CheckerName.DELIVERY)
+
+
+def _first_committed(history: History) -> tuple[str, int, int]:
+    """An acknowledged record below a committed offset the coordinator showed."""
+    committed = {(t, p): n for e in history.events if e.kind.value == "committed_offsets" for t, p, n in e.offsets}
+    return next((e.topic, e.partition, e.offset) for e in history.events  # type: ignore[attr-defined]
+                if e.kind.value == "send_ok" and committed.get((e.topic, e.partition), -1) > e.offset)  # type: ignore[attr-defined]
+
+
+def test_the_coordinators_committed_offsets_are_judged_against_the_reports():
+    bare = _reporting(black_box_started(read_history(FIXTURES / "realistic-static-range.jsonl")))
+    r = _delivery(_reported(bare))
+    assert r.valid is Validity.TRUE and r.metrics["coordinator_commits_checked"] > 0, r.summary
+    assert "committed offset(s) the coordinator showed were covered by reports" in r.summary
+    # a committed record nobody reported: the commit ran ahead of processing (and, with no final read here, lost)
+    gap = _first_committed(bare)
+    r = _delivery(_reported(bare, drop=gap))
+    assert r.valid is Validity.FALSE, r.summary
+    assert any(f"committed offset of {fmt_tp(gap[:2])}, owned by " in v.description and "but 1 acknowledged "
+               f"offset(s) below it were never reported processed by the group ({gap[2]})" in v.description
+               for v in r.violations), r.violations
+    # reports from processes started after the commits cannot have been processed before them
+    late = max(e.mono_ns for e in bare.events) + 1
+    r = _delivery(_reported(bare, started_ns=late))
+    assert r.valid is Validity.FALSE and any("only by member processes started after that" in v.description
+                                            for v in r.violations), r.summary
+
+
+def test_without_every_command_member_reporting_the_coordinators_offsets_are_not_judged():
+    h = read_history(FIXTURES / "realistic-static-range.jsonl")
+    bare = black_box_started(h)  # command members that do not declare reports_processed
+    r = _delivery(_reported(bare, drop=_first_committed(bare)))
+    assert "coordinator_commits_checked" not in r.metrics
+    assert not any("coordinator's committed offset" in v.description for v in r.violations)
+    # kafka-chaos's own members record their commits: the coordinator's side is not needed for them
+    assert "coordinator_commits_checked" not in _delivery(h).metrics
