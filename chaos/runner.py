@@ -219,6 +219,16 @@ def run_series(runs: Iterable[PlannedRun], *, pool: ClusterPool,
     return outcomes
 
 
+def free_run_dir(out: Path, name: str, k: int, seed: int) -> tuple[int, int, Path]:
+    """``(index, seed, run directory)`` of run ``k`` of experiment ``name`` under ``out``: ``run-<k>-seed-<seed>``,
+    or the next index whose directory does not exist yet. A run never writes into an earlier run's directory
+    (its event files would be appended to, and its history would mix two runs): running the same experiment
+    and seed into the same ``--out`` again (``make demo`` twice) keeps the earlier run and writes the next index."""
+    while (run_dir := out / name / f"run-{k:03d}-seed-{seed}").exists():
+        k += 1
+    return k, seed, run_dir
+
+
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
                     on_start: Callable[[Experiment, int, int], None] | None = None,
@@ -228,7 +238,7 @@ def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | Non
     base_seed = check_seed(seed) if seed is not None else random.SystemRandom().randrange(1, 2**31)
     check_seed(base_seed + max(runs or e.runs for e in experiments) - 1 if experiments else base_seed,
                "--seed (plus the run count)")
-    planned = [(exp, k, base_seed + k, out / exp.name / f"run-{k:03d}-seed-{base_seed + k}")
+    planned = [(exp, *free_run_dir(out, exp.name, k, base_seed + k))
                for exp in experiments for k in range(runs or exp.runs)]
     with ClusterPool(backend=backend) as pool:
         return run_series(planned, pool=pool, on_run=on_run, on_start=on_start)
@@ -284,8 +294,7 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
                 if time.monotonic() + estimate_s(exp) > deadline:
                     continue
                 s = rng.randrange(1, 2**31)
-                while (run_dir := out / exp.name / f"run-{k:03d}-seed-{s}").exists():
-                    k += 1
+                k, s, run_dir = free_run_dir(out, exp.name, k, s)
                 started_any = True
                 yield exp, k, s, run_dir
                 k += 1

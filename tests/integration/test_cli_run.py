@@ -33,6 +33,17 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     checks = json.loads((run_dir / "checks.json").read_text())
     assert checks["valid"] == "false"
 
+    # the same experiment and seed into the same --out again: a run of its own beside the first, which is kept
+    # as it was (a run that wrote into it would append to its event files and mix two runs in one history)
+    first = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    res = chaos("run", str(path), "--seed", "3", "--out", str(tmp_path / "runs"))
+    assert res.returncode == 1, res.stderr[-2000:]
+    again = tmp_path / "runs" / "skip-records-unexpected" / "run-001-seed-3"
+    assert str(again) in res.stdout, res.stdout
+    assert {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == first
+    groups = {json.loads(line).get("group") for line in (again / "history.jsonl").read_text().splitlines()[1:]}
+    assert len(groups - {None}) == 1, groups
+
     # the red run replayed: the same checker fails again (skipping records needs no fault, so it must)
     res = chaos("replay", str(run_dir), "--out", str(tmp_path / "replay"))
     assert res.returncode == 0, res.stderr[-2000:]
