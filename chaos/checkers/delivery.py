@@ -39,7 +39,8 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.evidence import application_members, reporting_members
 from chaos.checkers.index import fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import Commit, CommittedOffsets, Consumed, FinalRead, GroupStateSample, History, SendOk
+from chaos.history import Commit, CommittedOffsets, Consumed, ErrorEvent, FinalRead, GroupStateSample, History, SendOk
+from chaos.history.event import REPORTS_INCOMPLETE
 from chaos.outcome import Outcome
 
 _TP = tuple[str, int]
@@ -207,6 +208,10 @@ def _committed_by_the_coordinator(history: History, idx: Any, sorted_offsets: di
     reporting = reporting_members(history)
     commands = {m for m, how in application_members(history).items() if how == "command"}
     if not reporting or commands - reporting:
+        return None
+    if any(e.error_name == REPORTS_INCOMPLETE for e in idx.of(ErrorEvent)):
+        log.note("the output topic of processed-record reports could not be read to its end: the coordinator's "
+                 "committed offsets are not judged against the reports")
         return None
     # (group, topic, partition, offset) -> the earliest moment some member of the group may have processed it
     earliest: dict[tuple[str, str, int, int], int] = {}

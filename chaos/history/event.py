@@ -341,6 +341,11 @@ class Commit(Event):
     kind: ClassVar[Kind] = Kind.COMMIT
 
 
+#: ``error_name`` of the (non-fatal) error each member reporting processed records gets when the run could not read
+#: its output topic to the end (chaos.workload.processed_reports): its ``consumed`` account is incomplete
+REPORTS_INCOMPLETE = "_REPORTS_INCOMPLETE"
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class ErrorEvent(Event):

@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chaos.history.event import Kind
+from chaos.history.event import REPORTS_INCOMPLETE, Kind
 from chaos.history.writer import EventWriter
 
 #: the environment variable naming the output topic (chaos.model.workload.MEMBER_ENV)
@@ -178,6 +178,15 @@ def record(run_dir: Path, reports: Sequence[RawReport], *, members: Mapping[str,
     notes in ``workers/`` (also when the topic could not be read to its end: ``read_complete`` False)."""
     wall_minus_mono = time.time_ns() - time.monotonic_ns()
     tr = translate(reports, members=members, group=group, topic=topic, wall_minus_mono_ns=wall_minus_mono)
+    if not read_complete:
+        # every reporting member's account is incomplete: the delivery checker does not judge the coordinator's
+        # committed offsets against it (chaos/checkers/delivery.py)
+        upper = time.monotonic_ns()
+        for name, starts in members.items():
+            tr.errors[name].append(_interval(starts, upper) | {
+                "message": f"the output topic {output_topic(topic)} could not be read to its end: what this member "
+                           "reported processed is known only in part",
+                "error_code": None, "error_name": REPORTS_INCOMPLETE, "fatal": False})
     for name in members:
         if not tr.consumed[name] and not tr.errors[name]:
             continue

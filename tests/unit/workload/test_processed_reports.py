@@ -14,7 +14,7 @@ from chaos.checkers.index import fmt_tp
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import CheckerName, Validity
 from chaos.history import Consumed, History, read_history
-from chaos.history.event import from_dict
+from chaos.history.event import REPORTS_INCOMPLETE, ErrorEvent, from_dict
 from chaos.history.merge import merge_run
 from chaos.model.workload import ConsumerSpec
 from chaos.workload import processed_reports
@@ -82,8 +82,10 @@ def test_recorded_reports_are_valid_events_of_their_member_and_merge_into_the_hi
                                         _report(1, "consumer-0", b"{", 10**12)],
                              members={"consumer-0": [5]}, group="g", topic="t", read_complete=False)
     lines = (tmp_path / "events" / "consumer-0.processed.jsonl").read_bytes().splitlines()
-    kinds = [from_dict(json.loads(line)).kind.value for line in lines]
-    assert kinds == ["consumed", "error"]
+    events = [from_dict(json.loads(line)) for line in lines]
+    assert [e.kind.value for e in events] == ["consumed", "error", "error"]
+    # the unreadable report, then the read that did not reach the end: the member's account is incomplete
+    assert [getattr(e, "error_name", None) for e in events[1:]] == ["_UNREADABLE_REPORT", REPORTS_INCOMPLETE]
     notes = (tmp_path / "workers" / processed_reports.NOTES_FILE).read_text().splitlines()
     assert notes[0].startswith("the output topic t-processed could not be read to its end") and len(notes) == 2
     history = read_history(merge_run(tmp_path))
@@ -187,3 +189,15 @@ def test_without_every_command_member_reporting_the_coordinators_offsets_are_not
     assert not any("coordinator's committed offset" in v.description for v in r.violations)
     # kafka-chaos's own members record their commits: the coordinator's side is not needed for them
     assert "coordinator_commits_checked" not in _delivery(h).metrics
+
+
+def test_reports_not_read_to_the_end_leave_the_coordinators_offsets_unjudged():
+    bare = _reporting(black_box_started(read_history(FIXTURES / "realistic-static-range.jsonl")))
+    h = _reported(bare, drop=_first_committed(bare))
+    last = h.events[-1]
+    incomplete = ErrorEvent(seq=last.seq + 1, ts=last.ts, mono_ns=last.mono_ns, source="consumer-0",
+                            message="the output topic could not be read to its end", error_code=None,
+                            error_name=REPORTS_INCOMPLETE, fatal=False)
+    r = _delivery(replace(h, events=(*h.events, incomplete)))
+    assert "coordinator_commits_checked" not in r.metrics
+    assert any("could not be read to its end" in n.description for n in r.findings if not n.violation), r.findings
