@@ -50,10 +50,10 @@ under the member's ``client.id`` (``$KAFKA_CLIENT_ID``) that were not seen
 before the member (re)started — an id of an earlier incarnation is not a
 running member. When a running command member never appears under its
 client.id, "only live members" cannot be judged for its group: ``unknown``,
-naming it. A ``consumed`` event known only within an interval (a command
-member's processed-record report, ``ts_uncertain_ns``) does not show when
-consumption resumed. A group with a command member whose resumption no
-exactly-stamped ``consumed`` event shows resumed consumption when a
+naming it. A command member's ``consumed`` events (its processed-record
+reports, known only between its process start and the report) do not show
+when consumption resumed. A group with a command member whose resumption no
+other member's ``consumed`` event shows resumed consumption when a
 ``committed_offsets`` sample after T0 shows an offset above the last one
 sampled at or before T0 (the coordinator's evidence that some member processed
 and committed).
@@ -177,13 +177,15 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     bad_generations: set[tuple[str, int | None]] = set()
     # Consumption resumed: the first batch of each group after T0 (consumed events are in time order).
     consumed = idx.of(Consumed)
+    # a command member's consumed events are its processed-record reports, known only between its process start
+    # and the report (chaos.workload.processed_reports): they cannot show when consumption resumed; committed
+    # offsets can, below
+    reported = {e.source for e in idx.of(MemberStart) if e.client is MemberClient.COMMAND}
     for i in range(bisect_right(consumed, t0, key=_mono), len(consumed)):
         c = consumed[i]
         if c.mono_ns >= cutoff or len(resumed) == len(groups):
             break
-        if c.ts_uncertain_ns is None:
-            # a batch known only within an interval (a command member's report: between its start and the report,
-            # chaos.workload.processed_reports) cannot show when consumption resumed; committed offsets can, below
+        if c.source not in reported:
             resumed.setdefault(c.group, (c.mono_ns, c.seq))
     boxes = _CommandMembers()
     streamed = cast("list[MemberStart | MemberStop | Assigned | Revoked | Lost | GroupStateSample]",

@@ -13,6 +13,17 @@ independent second implementation over the ``events`` table, so a checker bug
   "owned by both" findings. Runs with a cooperative (KIP-429) member are not
   compared: there the checker also judges un-revoked holdings across
   generations, which this rule does not model.
+- ``ownership-time`` (invariant 2, as ``chaos/checkers/ownership_time.py``): over the ``ownership_intervals``
+  table (the checker's holding model), a zombie window opens when a member acquires a partition another member
+  of the group still holds and closes when either releases it. It is a violation unless the zombie's eviction
+  is shown inside it (plus clock slack where the checker allows it): a ``member_failed`` line for the member id
+  the zombie last reported, a non-``Unknown`` sample of the group without that id, the zombie's own
+  max.poll.interval error, or another member started with (or assigned under) the zombie's
+  ``group.instance.id``; an explained window is still a violation when the zombie processed the partition in it
+  and then got an ``ok`` commit of it there. Compared as the set of (group, partition, zombie, newer owner) the
+  checker names (a list cut at ``max_findings``: the checker's must be among Spark's). Not re-checked:
+  processing a partition without holding it. Runs with a member whose client may stamp ownership after the fact
+  (``ts_uncertain_ns``) are not compared.
 - ``delivery`` (§5.4, at-least-once part): every ``send_ok`` (topic, partition,
   offset) appears in some ``consumed`` event (any member, any group) or in a
   ``final_read``. Compared exactly with the checker's ``lost`` metric.
@@ -64,7 +75,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-INVARIANTS = ("ownership-generation", "delivery", "delivery-commits", "generations", "committed-offsets", "fencing")
+INVARIANTS = ("ownership-generation", "ownership-time", "delivery", "delivery-commits", "generations",
+              "committed-offsets", "fencing")
 #: the per-run checker each re-checked invariant is compared with (the invariant's own name when absent)
 CHECKER_OF = {"delivery-commits": "delivery"}
 #: checks.json "bounds" when a run's checks.json has none (chaos.checkers.bounds.CheckerBounds' defaults)
@@ -253,6 +265,83 @@ FROM iv i LEFT JOIN at_start a ON a.run = i.run AND a.seq = i.seq LEFT JOIN insi
 WHERE coalesce(a.gen, n.gen) IS NOT NULL AND least(a.gen, n.gen) > i.g
 """.replace("@U@", str(LOG_STAMP_UNCERTAINTY_NS))
 
+# Zombie windows over the report's ownership_intervals table (chaos/report/tables.py: the checker's holding model),
+# and whether the coordinator's or the zombie's own evidence explains each (chaos/checkers/ownership_time.py).
+_SQL_OWNERSHIP_TIME = """
+WITH iv AS (SELECT run, group_id, topic, partition, member, start_seq, start_ns, end_ns, end_seq
+            FROM ownership_intervals),
+w AS (  -- newer acquired the partition while zombie held it; the window ends when either releases it
+  SELECT a.run, a.group_id, a.topic, a.partition, a.member AS zombie, b.member AS newer, a.start_ns AS z_ns,
+         b.start_seq AS w_seq, least(a.end_ns, b.end_ns) AS end_ns,
+         CASE WHEN a.end_seq IS NULL THEN b.end_seq WHEN b.end_seq IS NULL THEN a.end_seq
+              ELSE least(a.end_seq, b.end_seq) END AS end_seq
+  FROM iv a JOIN iv b
+    ON a.run = b.run AND a.group_id = b.group_id AND a.topic = b.topic AND a.partition = b.partition
+   AND a.member <> b.member AND a.start_seq < b.start_seq AND (a.end_seq IS NULL OR a.end_seq > b.start_seq)),
+inc AS (  -- the zombie's incarnation at the window's start: its last member_start before it
+  SELECT w.run, w.zombie, w.w_seq, max_by(s.instance_id, s.seq) AS instance_id, max_by(s.group_id, s.seq) AS z_group,
+         max(s.seq) AS inc_seq
+  FROM (SELECT DISTINCT run, zombie, w_seq FROM w) w
+  LEFT JOIN events s ON s.run = w.run AND s.source = w.zombie AND s.kind = 'member_start' AND s.seq < w.w_seq
+  GROUP BY w.run, w.zombie, w.w_seq),
+zid AS (  -- the member id the zombie last reported in that incarnation
+  SELECT i.run, i.zombie, i.w_seq, i.instance_id, i.z_group, max_by(e.member_id, e.seq) AS member_id
+  FROM inc i LEFT JOIN events e
+    ON e.run = i.run AND e.source = i.zombie AND e.kind IN ('assigned', 'revoked', 'lost')
+   AND e.member_id IS NOT NULL AND e.seq < i.w_seq AND e.seq > coalesce(i.inc_seq, 0)
+  GROUP BY i.run, i.zombie, i.w_seq, i.instance_id, i.z_group),
+starts AS (SELECT run, source, seq, group_id, instance_id FROM events WHERE kind = 'member_start'),
+inst_events AS (  -- KIP-345: a member started with, or assigned under, a group.instance.id
+  SELECT run, source, mono_ns, group_id, instance_id FROM events
+  WHERE kind = 'member_start' AND instance_id IS NOT NULL
+  UNION ALL
+  SELECT a.run, a.source, a.mono_ns, max_by(s.group_id, s.seq) AS group_id, max_by(s.instance_id, s.seq) AS instance_id
+  FROM events a JOIN starts s ON s.run = a.run AND s.source = a.source AND s.seq < a.seq
+  WHERE a.kind = 'assigned' GROUP BY a.run, a.source, a.seq, a.mono_ns),
+judged AS (
+  SELECT w.*, z.member_id AS zombie_member_id, rb.slack_ns,
+    (z.member_id IS NOT NULL AND EXISTS (
+       SELECT 1 FROM events f WHERE f.run = w.run AND f.kind = 'broker_log' AND f.log_event = 'member_failed'
+         AND f.member_id = z.member_id AND f.mono_ns >= w.z_ns AND f.mono_ns <= w.end_ns + rb.slack_ns))
+    OR (z.member_id IS NOT NULL AND EXISTS (
+       SELECT 1 FROM events g WHERE g.run = w.run AND g.kind = 'group_state' AND g.group_id = w.group_id
+         AND coalesce(g.state, '') <> 'Unknown' AND g.mono_ns >= w.z_ns AND g.mono_ns <= w.end_ns
+         AND NOT exists(g.members, m -> m.member_id = z.member_id)))
+    OR EXISTS (
+       SELECT 1 FROM events x WHERE x.run = w.run AND x.source = w.zombie AND x.kind = 'error'
+         AND upper(regexp_replace(element_at(split(x.error_name, '[.]'), -1), '([a-z0-9])([A-Z])', '$1_$2'))
+             LIKE '%MAX_POLL%'
+         AND x.mono_ns >= w.z_ns AND x.mono_ns <= w.end_ns + rb.slack_ns)
+    OR (z.instance_id IS NOT NULL AND EXISTS (
+       SELECT 1 FROM inst_events d WHERE d.run = w.run AND d.source <> w.zombie AND d.group_id = z.z_group
+         AND d.instance_id = z.instance_id AND d.mono_ns >= w.z_ns AND d.mono_ns <= w.end_ns + rb.slack_ns))
+    AS explained
+  FROM w JOIN zid z ON z.run = w.run AND z.zombie = w.zombie AND z.w_seq = w.w_seq
+  JOIN run_bounds rb ON rb.run = w.run),
+zombie_work AS (  -- the zombie's first batch of the partition inside the window, then its first ok commit of it
+  SELECT j.run, j.group_id, j.topic, j.partition, j.zombie, j.w_seq, min(c.seq) AS first_batch
+  FROM judged j JOIN events c
+    ON c.run = j.run AND c.source = j.zombie AND c.kind = 'consumed' AND c.group_id = j.group_id
+   AND c.topic = j.topic AND c.partition = j.partition AND c.seq > j.w_seq AND (j.end_seq IS NULL OR c.seq < j.end_seq)
+  WHERE j.explained GROUP BY j.run, j.group_id, j.topic, j.partition, j.zombie, j.w_seq),
+zombie_commit AS (
+  SELECT z.run, z.group_id, z.topic, z.partition, z.zombie, z.w_seq, min(k.seq) AS commit_seq
+  FROM zombie_work z JOIN judged j
+    ON j.run = z.run AND j.group_id = z.group_id AND j.topic = z.topic AND j.partition = z.partition
+   AND j.zombie = z.zombie AND j.w_seq = z.w_seq
+  JOIN events k ON k.run = z.run AND k.source = z.zombie AND k.kind = 'commit' AND k.outcome = 'ok'
+   AND k.group_id = z.group_id AND k.seq > z.first_batch AND (j.end_seq IS NULL OR k.seq < j.end_seq)
+   AND exists(k.commit_offsets, o -> o.topic = z.topic AND o.partition = z.partition)
+  GROUP BY z.run, z.group_id, z.topic, z.partition, z.zombie, z.w_seq)
+SELECT j.run, j.group_id, j.topic, j.partition, j.zombie, j.newer, j.w_seq, j.end_seq, c.commit_seq,
+       CASE WHEN NOT j.explained THEN 'no eviction explains it' ELSE 'the zombie processed it and then got an accepted '
+            || 'commit' END AS why
+FROM judged j LEFT JOIN zombie_commit c
+  ON c.run = j.run AND c.group_id = j.group_id AND c.topic = j.topic AND c.partition = j.partition
+ AND c.zombie = j.zombie AND c.w_seq = j.w_seq
+WHERE NOT j.explained OR c.commit_seq IS NOT NULL
+"""
+
 _SQL_GENERATIONS = """
 WITH member_events AS (
   SELECT run, source, seq, kind, generation, incremental, outcome, partitions,
@@ -286,6 +375,9 @@ _LOST_TEXT = "never processed nor seen"
 _COMMIT_AHEAD_TEXT = "had not been processed by the group"
 #: a committed-offsets finding names its partition first: "group G T-P: ..."
 _OFFSETS_KEY = re.compile(r"^group (\S+) (\S+)-(\d+): ")
+#: an ownership-time window finding: "group G T-P: NEWER acquired it at Xs while ZOMBIE still held it; ..." and why
+_WINDOW_KEY = re.compile(r"^group (\S+) (\S+)-(\d+): (\S+) acquired it at [\d.]+s while (\S+) still held it; .*"
+                         r"(no eviction of \S+ explains it|processed it and then got an accepted commit)")
 
 
 def _checker_of(invariant: str) -> str:
@@ -315,10 +407,16 @@ def _checker_side(violations_df) -> tuple[dict[tuple[str, str], dict[str, Any]],
                 inv = "delivery-commits"
             elif _LOST_TEXT not in d:
                 continue
+        window = _WINDOW_KEY.match(d) if inv == "ownership-time" else None
+        if inv == "ownership-time" and window is None:
+            continue  # processing without holding: not re-checked here
         slot = out.setdefault((r["run"], inv), {"findings": 0, "example": d, "keys": {}})
         slot["findings"] += 1
         if inv == "committed-offsets" and (m := _OFFSETS_KEY.match(d)):
             slot["keys"].setdefault((m.group(1), m.group(2), int(m.group(3))), d)
+        if window is not None:
+            g, topic, part, newer, zombie = window.group(1, 2, 3, 4, 5)
+            slot["keys"].setdefault((g, topic, int(part), zombie, newer), d)
     return out, listed
 
 
@@ -393,6 +491,31 @@ def _compare_offsets(row: dict[str, Any], spark_keys: dict[tuple[str, str, int],
             row["note"] = "the checker's findings were cut at max_findings: compared the partitions it lists"
 
 
+def _compare_windows(row: dict[str, Any], spark_keys: dict[tuple[str, str, int, str, str], str],
+                     c: dict[str, Any] | None, capped: bool) -> None:
+    """ownership-time: the set of (group, topic, partition, zombie, newer owner) whose overlap is a violation."""
+    checker_keys: dict[tuple[str, str, int, str, str], str] = c["keys"] if c else {}
+    row["spark_violations"], row["checker_findings"] = len(spark_keys), len(checker_keys)
+    checker_only = sorted(set(checker_keys) - set(spark_keys))
+    spark_only = sorted(set(spark_keys) - set(checker_keys))
+    row["agree"] = not checker_only and (capped or not spark_only)
+    if not row["agree"]:
+        row["note"] = "; ".join(x for x in (
+            f"checker only: {_fmt_windows(checker_only)}" if checker_only else "",
+            f"Spark only: {_fmt_windows(spark_only)}" if spark_only and not capped else "") if x)
+        if checker_only:
+            row["checker_example"] = checker_keys[checker_only[0]]
+        if spark_only:
+            row["spark_example"] = spark_keys[spark_only[0]]
+    elif capped:
+        row["note"] = "the checker's findings were cut at max_findings: compared the windows it lists"
+
+
+def _fmt_windows(keys: list[tuple[str, str, int, str, str]]) -> str:
+    return ", ".join(f"{t}-{p} ({z} still holding, {n} acquiring)" for _, t, p, z, n in keys[:3]) + (
+        f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
 def recheck(spark, events_df, runs_df, violations_df,
             bounds: Mapping[str, Mapping[str, Any] | None] | None = None) -> tuple[list[dict[str, Any]], Any]:
     """One row per (judged run, invariant): Spark's answer, the checker's, and whether they agree.
@@ -462,8 +585,14 @@ def recheck(spark, events_df, runs_df, violations_df,
         F.format_string("group %s: %s's commit (seq %d) accepted with generation %d while the coordinator was "
                         "at generation %d or later", "group_id", "source", "seq", "g", "lowest").alias("detail"),
         F.array("seq", "tl_seq").alias("evidence"))
-    findings = (own.unionByName(lost).unionByName(ahead).unionByName(gens).unionByName(offsets)
-                .unionByName(fencing).cache())
+    windows = spark.sql(_SQL_OWNERSHIP_TIME).where(~F.col("run").isin(*sorted(inexact))).cache()
+    zombies = windows.select(
+        "run", F.lit("ownership-time").alias("invariant"),
+        F.format_string("group %s %s-%d: %s acquired it (seq %d) while %s still held it; %s", "group_id", "topic",
+                        "partition", "newer", "w_seq", "zombie", "why").alias("detail"),
+        F.expr("filter(array(w_seq, end_seq, commit_seq), x -> x IS NOT NULL)").alias("evidence"))
+    findings = (own.unionByName(zombies).unionByName(lost).unionByName(ahead).unionByName(gens)
+                .unionByName(offsets).unionByName(fencing).cache())
     spark_counts = {(r["run"], r["invariant"]): (r["n"], r["example"]) for r in
                     findings.groupBy("run", "invariant").agg(F.count("*").alias("n"),
                                                              F.first("detail").alias("example")).collect()}
@@ -473,6 +602,12 @@ def recheck(spark, events_df, runs_df, violations_df,
             bool(r["maybe_trailing"]),
             f"group {r['group_id']} {r['topic']}-{r['partition']}: committed offset below an earlier one "
             f"({r['observations']} observation(s), first seq {r['first_seq']})")
+    window_keys: dict[str, dict[tuple[str, str, int, str, str], str]] = {}
+    for r in windows.collect():
+        window_keys.setdefault(r["run"], {}).setdefault(
+            (r["group_id"], r["topic"], int(r["partition"]), r["zombie"], r["newer"]),
+            f"group {r['group_id']} {r['topic']}-{r['partition']}: {r['newer']} acquired it (seq {r['w_seq']}) while "
+            f"{r['zombie']} still held it; {r['why']}")
     checker, listed = _checker_side(violations_df)
     rows = []
     for r in runs_df.select("run", "date", "experiment", "judged", "lost", "failed_checkers",
@@ -513,6 +648,13 @@ def recheck(spark, events_df, runs_df, violations_df,
                     capped = listed.get((r["run"], "committed-offsets"), 0) >= limits.get(r["run"],
                                                                                           DEFAULT_MAX_FINDINGS)
                     _compare_offsets(row, offset_keys.get(r["run"], {}), c, capped)
+            elif inv == "ownership-time" and r["run"] in inexact:
+                row.update(compared=False, note=(
+                    "a member of a client that may stamp ownership after the fact (ts_uncertain_ns, not in "
+                    "the events table)"))
+            elif inv == "ownership-time":
+                capped = listed.get((r["run"], "ownership-time"), 0) >= limits.get(r["run"], DEFAULT_MAX_FINDINGS)
+                _compare_windows(row, window_keys.get(r["run"], {}), c, capped)
             elif inv == "fencing" and r["run"] in inexact:
                 row.update(compared=False, note=(
                     "a member of a client that may stamp commits after the fact (ts_uncertain_ns, not in "

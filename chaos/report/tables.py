@@ -410,12 +410,13 @@ intervals AS (
 SELECT i.run, i.s.group_id AS group_id, i.topic, i.partition, i.source AS member, i.s.member_id AS member_id,
        i.s.generation AS generation, i.s.seq AS start_seq, i.s.ns AS start_ns,
        CASE WHEN i.end_seq IS NULL THEN r.run_end_ns ELSE i.e.ns END AS end_ns,
-       CASE WHEN i.end_seq IS NULL THEN 'end_of_history' ELSE i.e.reason END AS end_reason
+       CASE WHEN i.end_seq IS NULL THEN 'end_of_history' ELSE i.e.reason END AS end_reason, i.end_seq
 FROM intervals i JOIN run_end r ON r.run = i.run
 """
 
 OWNERSHIP_SCHEMA = ("run STRING, group_id STRING, topic STRING, partition INT, member STRING, member_id STRING, "
-                    "generation BIGINT, start_seq BIGINT, start_ns BIGINT, end_ns BIGINT, end_reason STRING")
+                    "generation BIGINT, start_seq BIGINT, start_ns BIGINT, end_ns BIGINT, end_reason STRING, "
+                    "end_seq BIGINT")
 
 #: Per partition of one group in one run: seconds without any owner between the group's first assignment and
 #: the run's last event. The covered time is the length of the union of the partition's intervals: sorted by

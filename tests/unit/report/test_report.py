@@ -32,6 +32,8 @@ SPARK_MUST_FIND = {
     "run-delivery-auto-commit-killed": "delivery",
     "run-generations-member-backwards": "generations",
     "run-ownership-generation-duplicate": "ownership-generation",
+    "run-ownership-time-unexplained": "ownership-time",
+    "run-ownership-time-zombie-commit": "ownership-time",
     "run-delivery-commit-before-process": "delivery-commits",
     "run-committed-offsets-rollback": "committed-offsets",
     "run-fencing-stale-generation": "fencing",
@@ -41,6 +43,7 @@ NOT_COMPARED = {
     "ownership-generation": ("cooperative rebalancing",),
     "fencing": ("KIP-848 group", "ts_uncertain_ns"),
     "committed-offsets": ("ts_uncertain_ns", "trailing-read rule"),
+    "ownership-time": ("ts_uncertain_ns",),
 }
 
 

@@ -201,3 +201,14 @@ def test_reports_not_read_to_the_end_leave_the_coordinators_offsets_unjudged():
     r = _delivery(replace(h, events=(*h.events, incomplete)))
     assert "coordinator_commits_checked" not in r.metrics
     assert any("could not be read to its end" in n.description for n in r.findings if not n.violation), r.findings
+
+
+def test_consumed_events_stamped_as_an_interval_by_members_that_are_not_command_members_still_show_resumption():
+    # the instrumented consumer (app members) stamps a batch between its poll and the next one (ts_uncertain_ns):
+    # only a command member's reports are set aside for "consumption resumed" (a fresh-clone run caught convergence
+    # answering unknown for app members when every interval was set aside)
+    h = read_history(FIXTURES / "realistic-static-range.jsonl")
+    stamped = replace(h, events=tuple(replace(e, ts_uncertain_ns=2_000_000) if isinstance(e, Consumed) else e
+                                      for e in h.events))
+    conv = run_checkers(stamped, [CheckerName.CONVERGENCE]).result(CheckerName.CONVERGENCE)
+    assert conv.valid is Validity.TRUE and "consumption resumed" in conv.summary, conv.summary
