@@ -83,6 +83,7 @@ from typing import cast
 from chaos.checkers.assignor import eager_required
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import not_reconciled
+from chaos.checkers.evidence import declared
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
 from chaos.history import (
@@ -103,7 +104,7 @@ from chaos.history import (
     RunPhase,
     SendOk,
 )
-from chaos.history.event import GroupType, MemberClient
+from chaos.history.event import GroupType
 
 NAME = CheckerName.CONVERGENCE
 
@@ -180,7 +181,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     # a command member's consumed events are its processed-record reports, known only between its process start
     # and the report (chaos.workload.processed_reports): they cannot show when consumption resumed; committed
     # offsets can, below
-    reported = {e.source for e in idx.of(MemberStart) if e.client is MemberClient.COMMAND}
+    reported = {e.source for e in idx.of(MemberStart) if declared(e)}
     for i in range(bisect_right(consumed, t0, key=_mono), len(consumed)):
         c = consumed[i]
         if c.mono_ns >= cutoff or len(resumed) == len(groups):
@@ -324,7 +325,7 @@ class _CommandMembers:
         self._linked: set[str] = set()  # running command members seen under their client id since their start
 
     def started(self, e: MemberStart) -> None:
-        if e.client is MemberClient.COMMAND:
+        if declared(e):
             self.ever.add(e.source)
             self._running.add(e.source)
             self._stale[e.source] = set(self._ids_by_client.get(e.source, ()))

@@ -65,27 +65,29 @@ def declared(start: MemberStart) -> bool:
     return start.client is MemberClient.COMMAND
 
 
-def application_members(history: History) -> dict[str, str]:
-    """Member name -> ``app`` or ``command``, for the members the run's experiment declares so."""
+def _declared_specs(history: History) -> list[tuple[str, Mapping[str, object]]]:
+    """(member name, consumer spec as the run's header declares it), in the experiment's order."""
     workload = history.header.experiment.get("workload") if isinstance(history.header.experiment, Mapping) else None
     consumers = workload.get("consumers") if isinstance(workload, Mapping) else None
+    return [(f"consumer-{i}", spec) for i, spec in enumerate(consumers if isinstance(consumers, list) else [])
+            if isinstance(spec, Mapping)]
+
+
+def application_members(history: History) -> dict[str, str]:
+    """Member name -> ``app`` or ``command``, for the members the run's experiment declares so."""
     out: dict[str, str] = {}
-    for i, spec in enumerate(consumers if isinstance(consumers, list) else []):
-        if isinstance(spec, Mapping):
-            if spec.get("command"):
-                out[f"consumer-{i}"] = "command"
-            elif spec.get("app"):
-                out[f"consumer-{i}"] = "app"
+    for name, spec in _declared_specs(history):
+        if spec.get("command"):
+            out[name] = "command"
+        elif spec.get("app"):
+            out[name] = "app"
     return out
 
 
 def reporting_members(history: History) -> set[str]:
     """The ``command`` members the run's experiment declares with ``reports_processed`` (their ``consumed`` events
     are their own reports on the output topic, chaos.workload.processed_reports)."""
-    workload = history.header.experiment.get("workload") if isinstance(history.header.experiment, Mapping) else None
-    consumers = workload.get("consumers") if isinstance(workload, Mapping) else None
-    return {f"consumer-{i}" for i, spec in enumerate(consumers if isinstance(consumers, list) else [])
-            if isinstance(spec, Mapping) and spec.get("command") and spec.get("reports_processed")}
+    return {name for name, spec in _declared_specs(history) if spec.get("command") and spec.get("reports_processed")}
 
 
 def missing(history: History) -> dict[MemberEvidence, list[str]]:

@@ -101,6 +101,7 @@ def translate(reports: Sequence[RawReport], *, members: Mapping[str, Sequence[in
             notes.append(f"{where}: key {name!r} names no member that reports processed records "
                          f"({', '.join(sorted(members)) or 'none'}); ignored")
             continue
+        when = _interval(members[name], r.timestamp_ms * 1_000_000 - wall_minus_mono_ns)
         try:
             value = _ReportValue.model_validate_json(r.value or b"")
             if value.topic not in (None, topic):
@@ -108,14 +109,12 @@ def translate(reports: Sequence[RawReport], *, members: Mapping[str, Sequence[in
         except (ValidationError, ValueError) as exc:
             reason = _reason(exc)
             notes.append(f"{where} ({name}): unreadable report ({reason}); not counted as processed")
-            upper = r.timestamp_ms * 1_000_000 - wall_minus_mono_ns
-            errors[name].append(_interval(members[name], upper) | {
+            errors[name].append(when | {
                 "message": f"a processed-record report on the output topic could not be read ({where}: {reason}): "
                            "what this member processed is known only in part",
                 "error_code": None, "error_name": "_UNREADABLE_REPORT", "fatal": False})
             continue
-        upper = r.timestamp_ms * 1_000_000 - wall_minus_mono_ns
-        consumed[name].append(_interval(members[name], upper) | {
+        consumed[name].append(when | {
             "group": group, "topic": topic, "partition": value.partition, "offsets": [value.offset],
             "generation": None, "member_id": None})
     for events in (*consumed.values(), *errors.values()):

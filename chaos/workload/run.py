@@ -426,7 +426,6 @@ class WorkloadRun:
         self._merged = merge_run(self.run_dir)
         return self._merged
 
-
     def _read_processed_reports(self) -> None:
         """The members' processed-record reports, read once every member has stopped (chaos.workload.processed_reports)."""
         topic = processed_reports.output_topic(self.topic)
