@@ -11,6 +11,9 @@ a shared machine measures the neighbours); wall seconds are printed too. It
 prints events/s for both, end to end (parse + check: what ``chaos check``
 spends on a run before printing; issue 15's target is 10^6 events/s on one
 core) and the growth ratio of end-to-end time per decade (10.0 = linear).
+With ``--floor`` it also times, on the same file, what no Python checker can go
+below: msgspec's typed decode of every line in one call (no records built, no
+order check) and ``orjson.loads`` per line — the JSON-lines history's own cost.
 Run it on one core: ``taskset -c 1 python bench/checkers.py``.
 """
 
@@ -25,10 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import Validity
 from chaos.checkers.simulation import SimulationSpec, simulate
 from chaos.history import read_history, write_history
+from chaos.history.event import _WIRE_DECODER
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--members", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=32)
     ap.add_argument("--no-parse", action="store_true", help="skip the write/parse timing")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time the bare JSON decode of the same file (msgspec typed, orjson per line)")
     args = ap.parse_args(argv)
     print(f"python {sys.version.split()[0]}  pid {os.getpid()}  (single process, one core; CPU seconds)")
     print(f"{'events':>10} {'gen s':>7} {'parse s':>8} {'parse ev/s':>11} {'check s':>8} {'check ev/s':>11} "
@@ -58,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_history(path, history)
                 del history
                 gc.collect()
+                if args.floor:
+                    _print_floor(path)
                 t = time.process_time()
                 history = read_history(path)
                 parse_s = time.process_time() - t
@@ -82,6 +92,28 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         n *= 10
     return 0
+
+
+def _print_floor(path: Path) -> None:
+    """CPU time of decoding ``path``'s events and nothing else (collector off, as in ``read_history``)."""
+    data = path.read_bytes()
+    body = data[data.find(b"\n") + 1:]
+    lines = body.count(b"\n")
+    gc.disable()
+    try:
+        t = time.process_time()
+        wire = _WIRE_DECODER.decode_lines(body)
+        typed_s = time.process_time() - t
+        del wire
+        t = time.process_time()
+        dicts = [orjson.loads(line) for line in body.splitlines()]
+        dicts_s = time.process_time() - t
+        del dicts
+    finally:
+        gc.enable()
+    print(f"{'':>10} floor: msgspec typed decode {typed_s:.2f} s ({typed_s / lines * 1e6:.2f} us/event), "
+          f"orjson per line {dicts_s:.2f} s ({dicts_s / lines * 1e6:.2f} us/event), "
+          f"{len(body) / lines:.0f} bytes/event", flush=True)
 
 
 if __name__ == "__main__":
