@@ -17,6 +17,9 @@ Cleanup layers, from the common case to the worst:
 4. :func:`reap_orphans` — called by every new session — ends the recorded
    children of sessions whose owner is gone and deletes their directories.
 
+The state root itself is removed when its last session directory goes, so an
+ended run or test session leaves no directory of ours behind.
+
 psutil is used for process identity (create_time) rather than parsing /proc.
 """
 
@@ -162,7 +165,14 @@ class Session:
         reap_orphans()
         self.id = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.dir = state_root() / self.id
-        (self.dir / "procs").mkdir(parents=True)
+        for attempt in range(3):
+            try:
+                (self.dir / "procs").mkdir(parents=True)
+                break
+            except FileNotFoundError:
+                # another driver's last session removed the (then empty) root between our two mkdirs
+                if attempt == 2:
+                    raise
         self._children: dict[str, ManagedProcess] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -234,6 +244,7 @@ class Session:
         _run_cleanup(self.dir)
         if remove_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+            _drop_empty_root()
         self._closed = True
         _live_sessions.discard(self)
 
@@ -286,7 +297,17 @@ def stop_session_dir(session_dir: Path) -> list[ProcessRecord]:
         _wait_dead(rec, 10.0)
     _run_cleanup(session_dir)
     shutil.rmtree(session_dir, ignore_errors=True)
+    _drop_empty_root()
     return killed
+
+
+def _drop_empty_root() -> None:
+    """Remove the state root once its last session is gone, so no directory of ours outlives the drivers;
+    a root that still holds anything stays (rmdir refuses a non-empty directory)."""
+    try:
+        state_root().rmdir()
+    except OSError:
+        pass
 
 
 def _run_cleanup(session_dir: Path) -> None:

@@ -7,7 +7,9 @@ No init system runs on the project's machines and no registry is reachable
   never meets a system Docker; ``<dir>`` is ``$KAFKA_CHAOS_DOCKER_DIR`` or
   ``/tmp/kafka-chaos-docker`` (kept short: unix socket paths are limited);
 * its own data root under the cache (``~/.cache/kafka-chaos/docker``), kept
-  across runs so locally built images are built once per machine;
+  across runs so locally built images are built once per machine, and its log
+  beside it (``dockerd.log``; the previous engine's ``dockerd.log.1``): ``<dir>``
+  holds only runtime state and is removed when the engine stops;
 * ``--bridge=none --iptables=false --ip6tables=false``: it creates no bridge
   and adds no firewall rule; containers use host networking, so the
   127.0.0.1 port plan of the local backend applies unchanged;
@@ -165,7 +167,9 @@ class DockerEngine:
 
     @property
     def log_path(self) -> Path:
-        return self.dir / "dockerd.log"
+        """dockerd's log: beside the data root, not in the engine directory, which is removed when the engine
+        stops; the previous engine's log is kept as ``dockerd.log.1``."""
+        return data_root().parent / "dockerd.log"
 
     @property
     def record_path(self) -> Path:
@@ -212,6 +216,8 @@ class DockerEngine:
         self._clean_stale()
         self.dir.mkdir(parents=True, exist_ok=True)
         data_root().mkdir(parents=True, exist_ok=True)
+        if self.log_path.exists():
+            self.log_path.replace(self.log_path.with_name("dockerd.log.1"))
         (self.dir / "daemon.json").write_text("{}\n")  # never read /etc/docker/daemon.json
         prefix: list[str] = []
         if self.netns:
@@ -229,7 +235,7 @@ class DockerEngine:
             "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false",
             "--storage-driver=overlay2", "--log-level=warn",
         ]
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("wb") as log:
             popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         me = psutil.Process()
@@ -260,6 +266,25 @@ class DockerEngine:
             self._stop_record(rec)
         self._clean_stale()
         self.started_here = False
+        if self.record() is None:
+            self._remove_dir()
+
+    def _remove_dir(self) -> None:
+        """Remove the engine directory once dockerd is gone: it then holds only runtime state (config, exec
+        root), and nothing of the engine may outlive it. Left in place, with a line saying why, while anything
+        is still mounted below it (a container's root file system under the exec root after a SIGKILLed
+        dockerd): removing files through a mount would reach into what it mounts."""
+        root = str(self.dir.resolve())
+        try:
+            with open("/proc/self/mountinfo") as f:
+                mounts = [line.split()[4] for line in f]
+        except OSError:
+            return
+        busy = [m for m in mounts if m == root or m.startswith(root + "/")]
+        if busy:
+            print(f"kafka-chaos: kept {self.dir}: {busy[0]} is still mounted", file=sys.stderr)
+            return
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def _stop_record(self, rec: EngineRecord, grace: float = 30.0) -> None:
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):

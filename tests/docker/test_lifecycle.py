@@ -98,6 +98,7 @@ def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped_with_its_na
     first = engine.record().pid
     engine.stop()
     assert not psutil.pid_exists(first) and not engine.socket.exists() and engine.record() is None
+    assert not spare_engine_dirs.exists() and engine.log_path.stat().st_size > 0  # the log is kept in the cache
     env = dict(os.environ)
     driver = subprocess.Popen([sys.executable, "-c", ENGINE_DRIVER, str(spare_engine_dirs), netns],
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -117,7 +118,7 @@ def test_our_dockerd_stops_and_one_left_by_a_killed_driver_is_reaped_with_its_na
         assert engine.started_here and engine.record().pid != orphan and engine.ping()
     finally:
         engine.stop()
-    assert engine.record() is None and not engine.socket.exists()
+    assert engine.record() is None and not engine.socket.exists() and not spare_engine_dirs.exists()
 
 
 def test_an_engine_that_cannot_start_says_why_in_one_line(monkeypatch, tmp_path):

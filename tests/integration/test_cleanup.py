@@ -41,7 +41,7 @@ def test_exception_inside_the_context_stops_everything(state):
             raise RuntimeError("boom")
     assert _all_gone(pids)
     assert not workdir.exists()
-    assert list(state.iterdir()) == []
+    assert not state.exists()  # the last session removes the emptied state root
 
 
 DRIVER = textwrap.dedent("""
@@ -120,4 +120,4 @@ def test_cli_cluster_up_status_down(state):
                           env=env, timeout=60)
     assert down.returncode == 0 and "stopped" in down.stdout
     assert _all_gone(pids)
-    assert list(state.iterdir()) == []
+    assert not state.exists()
