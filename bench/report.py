@@ -162,26 +162,19 @@ def spark_engine(root: Path, n: int) -> tuple[dict, dict]:
     # As the report does (chaos/report/tables.py): the parsed events written to Parquet and the queries read
     # their columns back, not a cached table: building the cache cost more than the write (10M events,
     # interleaved runs of this half: parse + agg 62-82 s via Parquet in four, 76-83 s via the cache in three).
-    table = tempfile.mkdtemp(prefix="kc-bench-events-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="kc-bench-events-") as table:
         with history_errors(runs):
             events.write.mode("overwrite").parquet(table)
         events = spark.read.parquet(table)
         t_parse = time.perf_counter() - t0
-        return _spark_aggregate(spark, events, runs, t_start, t_parse)
-    finally:
-        shutil.rmtree(table, ignore_errors=True)
-
-
-def _spark_aggregate(spark, events, runs, t_start: float, t_parse: float) -> tuple[dict, dict]:
-    events.createOrReplaceTempView("events")
-    spark.createDataFrame([(i, r.run_dir.date, r.run_dir.experiment) for i, r in enumerate(runs)],
-                          "run_id INT, date STRING, experiment STRING").createOrReplaceTempView("runs")
-    t0 = time.perf_counter()
-    agg = spark.sql(_SPARK_AGG).toPandas()
-    reb = spark.sql(_SPARK_REB).toPandas()
-    t_agg = time.perf_counter() - t0
-    spark.stop()
+        events.createOrReplaceTempView("events")
+        spark.createDataFrame([(i, r.run_dir.date, r.run_dir.experiment) for i, r in enumerate(runs)],
+                              "run_id INT, date STRING, experiment STRING").createOrReplaceTempView("runs")
+        t0 = time.perf_counter()
+        agg = spark.sql(_SPARK_AGG).toPandas()
+        reb = spark.sql(_SPARK_REB).toPandas()
+        t_agg = time.perf_counter() - t0
+        spark.stop()
     out = agg.merge(reb, on=["date", "experiment"], how="left")
     return {"startup_s": t_start, "parse_s": t_parse, "aggregate_s": t_agg}, _canon(out)
 
