@@ -13,7 +13,8 @@ spends on a run before printing; issue 15's target is 10^6 events/s on one
 core) and the growth ratio of end-to-end time per decade (10.0 = linear).
 With ``--floor`` it also times, on the same file, what no Python checker can go
 below: msgspec's typed decode of every line in one call (no records built, no
-order check) and ``orjson.loads`` per line — the JSON-lines history's own cost.
+order check), ``orjson.loads`` per line, and Arrow's C++ JSON reader on one thread
+building nine scalar columns (no Python object per event) — the JSON-lines history's own cost.
 Run it on one core: ``taskset -c 1 python bench/checkers.py``.
 """
 
@@ -109,11 +110,40 @@ def _print_floor(path: Path) -> None:
         dicts = [orjson.loads(line) for line in body.splitlines()]
         dicts_s = time.process_time() - t
         del dicts
+        columns_s = _columnar_decode_s(body)
     finally:
         gc.enable()
     print(f"{'':>10} floor: msgspec typed decode {typed_s:.2f} s ({typed_s / lines * 1e6:.2f} us/event), "
           f"orjson per line {dicts_s:.2f} s ({dicts_s / lines * 1e6:.2f} us/event), "
+          f"pyarrow.json {len(_SCALARS)} scalar columns {columns_s:.2f} s ({columns_s / lines * 1e6:.2f} us/event), "
           f"{len(body) / lines:.0f} bytes/event", flush=True)
+
+
+#: the scalar fields the checkers read most; the array fields are left out because Arrow's JSON reader
+#: refuses them: a partition is a ``[topic, partition]`` pair, a list mixing strings and numbers
+_SCALARS = (("seq", "int64"), ("mono_ns", "int64"), ("source", "string"), ("kind", "string"),
+            ("generation", "int64"), ("member_id", "string"), ("topic", "string"), ("partition", "int64"),
+            ("offset", "int64"))
+
+
+def _columnar_decode_s(body: bytes) -> float:
+    """CPU seconds of Arrow's C++ JSON reader (one thread) turning the lines into :data:`_SCALARS` columns.
+
+    What a columnar reader of the same JSON lines would cost before any checker: no Python object per
+    event, the other fields skipped by the parser.
+    """
+    import pyarrow as pa
+    from pyarrow import json as pa_json
+
+    schema = pa.schema(list(_SCALARS))
+    t = time.process_time()
+    table = pa_json.read_json(pa.BufferReader(body),
+                              read_options=pa_json.ReadOptions(use_threads=False, block_size=1 << 24),
+                              parse_options=pa_json.ParseOptions(explicit_schema=schema,
+                                                                 unexpected_field_behavior="ignore"))
+    spent = time.process_time() - t
+    del table
+    return spent
 
 
 if __name__ == "__main__":
