@@ -191,6 +191,24 @@ def subscription_path(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / "workers" / f"{name}.subscription.json"
 
 
+def _sent_with(before: dict, after: dict) -> dict:
+    """The generation and member id a commit went out with, as far as the library's view bounds them.
+
+    The library builds the OffsetCommit request on its own thread, after ``commit()`` was called:
+    librdkafka reads ``rkcg_generation_id`` when its main thread serves the commit op, which may be
+    after it handled a JoinGroup answer (a commit asked for at generation 4 went out with 5 in a
+    fresh-clone run: "Committing offsets ... with generation-id 5 in join-state wait-sync"). The
+    view read before the call and the one read once it was answered bound what was sent: when
+    they agree that is it (a generation only rises, or resets to none); when they differ, what
+    was sent is not known and the commit carries no generation, so the fencing checker counts it
+    unjudged rather than judging it by a generation it may not have carried.
+    """
+    if before == after:
+        return before
+    return {"generation": None,
+            "member_id": before["member_id"] if before["member_id"] == after["member_id"] else None}
+
+
 class Member:
     """The processing loop of one group member (see module docstring)."""
 
@@ -279,10 +297,11 @@ class Member:
         sent_ns, sent_ts = time.monotonic_ns(), time.time()
 
         def record(result: CommitResult) -> None:
+            answered_ns = time.monotonic_ns()
             self.events.emit(Kind.COMMIT, mono_ns=sent_ns, ts=sent_ts, group=self.cfg.group,
                              offsets=[list(o) for o in offsets], outcome=result.outcome.value,
                              error_code=result.error_code, error_name=result.error_name, auto=False,
-                             answered_ns=time.monotonic_ns(), **view)
+                             answered_ns=answered_ns, **_sent_with(view, self._view()))
             self.inflight.done(token)
             if result.outcome is Outcome.OK:
                 for t, p, o in offsets:
