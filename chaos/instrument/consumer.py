@@ -37,7 +37,9 @@ What is recorded (:class:`chaos.instrument.recorder.Recorder`, events of :mod:`c
 Generation and member id are read as our own members read them (librdkafka's serialized group
 metadata, :func:`chaos.workload.clients.confluent.parse_group_metadata`): the values librdkafka
 stamps on its OffsetCommit requests. Under ``group.protocol=consumer`` (KIP-848) that is the member
-epoch, and epoch 0 (joining) is recorded as no generation.
+epoch, and epoch 0 (joining) is recorded as no generation. Events recorded during ``close`` carry the
+values read when it began: librdkafka may run a revoke callback from ``close`` after it stopped answering
+such reads (:meth:`Consumer._chaos_view`).
 
 Not recorded: partitions taken with ``assign()`` outside a rebalance callback (manual assignment is
 not group membership), ``store_offsets`` (not a commit until committed), and consumers made from
@@ -235,6 +237,8 @@ class Consumer(LibraryConsumer):
     names one (see the module docstring); otherwise exactly the library's."""
 
     _chaos: Recorder | None = None
+    #: the view read when ``close`` began, given for every event recorded during it (see :meth:`_chaos_view`)
+    _chaos_closing_view: View | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         destination = Destination.from_environ()
@@ -275,6 +279,27 @@ class Consumer(LibraryConsumer):
 
     # ------------------------------------------------------------------ the client's view
     def _chaos_view(self) -> View:
+        """(generation or member epoch, member id) as librdkafka reports them now; during ``close``, as it
+        reported them when ``close`` began.
+
+        Why not ask librdkafka during ``close``: it may run the revoke callback after its group handler has
+        terminated. A consumer closed while a revocation was waiting for the application's next poll (the
+        group began a rebalance, eager protocol) leaves the group at once — ``rd_kafka_cgrp_terminate0`` →
+        ``rd_kafka_cgrp_unsubscribe``, which finds the join state waiting for that callback, does not rejoin
+        without a subscription and sends LeaveGroup, dropping the member id — then serves the revocation
+        from ``rd_kafka_consumer_close``, no longer waiting for it: the handler terminates as soon as the
+        LeaveGroup and any commit the callback made are answered. A group metadata request
+        (``consumer_group_metadata``, an op to that handler) arriving then is dropped unanswered, and
+        confluent-kafka waits for the answer forever holding the GIL: the application froze in ``close``
+        (librdkafka 2.16; ``tests/integration/test_instrument.py`` closes a member so). The view read before
+        ``close`` is the member's last: ``close`` leaves, never joins, so the generation does not move on
+        and the member id only goes away; a commit refused during ``close`` for that
+        (``UNKNOWN_MEMBER_ID``: librdkafka sent it without a member id) is still recorded refused, with
+        the member id it had.
+        """
+        closing = self._chaos_closing_view
+        if closing is not None:
+            return closing
         try:
             raw = LibraryConsumer.consumer_group_metadata(self)
         except (KafkaException, RuntimeError):
@@ -383,7 +408,9 @@ class Consumer(LibraryConsumer):
         if rec is None:
             return super().close(*args, **kwargs)
 
-        # revoke callbacks and the last auto commit run in the library's close
+        # revoke callbacks and the last auto commit run in the library's close, recorded with the view read
+        # now: librdkafka may run them when it no longer answers for the group (_chaos_view)
+        self._chaos_closing_view = self._chaos_view()
         rec.closing_of(self, lambda: LibraryConsumer.close(self, *args, **kwargs))
         return None
 
