@@ -59,6 +59,22 @@ commit lost in the failover looks like (e.g. KAFKA-20634, acknowledged writes
 completed by a high watermark over truncated records). Observed on Kafka 4.4.0
 (docs/architecture.md, "Committed offsets across coordinator failover").
 
+A client's own auto-commits answered out of order. librdkafka builds an auto-commit
+from the stored offsets when its timer fires and keeps that list: one built while the
+coordinator is unknown waits in the group's wait-coordinator queue, and one answered
+NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (or lost with the connection) is re-sent
+after a backoff from the coordinator connection's retry queue (``rd_kafka_cgrp_defer_offset_commit``,
+``rd_kafka_buf_retry``; librdkafka #3398 made those errors retried) — while newer
+auto-commits go straight out. The coordinator then stores the older offsets last: one
+connection's requests are served in order (librdkafka talks to the coordinator over one
+connection), so the order in which the client got its answers is the order in which they
+were written. An accepted commit below the same
+client's earlier-answered auto-commit (both auto-commits of one member process) is still a
+violation — the group's committed offset did go back — and its finding says so, naming
+the last coordinator change before it (and librdkafka's mechanism, for a confluent-kafka
+member); a sample reading the value such a commit wrote
+says so too (docs/findings.md, "librdkafka auto-commits answered out of order").
+
 Counting: a rollback stays visible in every sample until the offset climbs
 back, so findings are grouped by what they are — one per partition and
 earlier maximum that was undercut, citing the observations that undercut it
@@ -74,7 +90,8 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import CheckerName, FindingLog, Result
-from chaos.history import BrokerLog, BrokerLogEvent, Commit, CommittedOffsets, FaultStart, History
+from chaos.history import BrokerLog, BrokerLogEvent, Commit, CommittedOffsets, FaultStart, History, MemberStart
+from chaos.history.event import MemberClient
 from chaos.outcome import Outcome
 
 NAME = CheckerName.COMMITTED_OFFSETS
@@ -106,6 +123,52 @@ def _deposed(loaders: dict[str, tuple[list[int], list[int]]], e: CommittedOffset
     if i < 0 or brokers[i] == e.coordinator:
         return None
     return brokers[i]
+
+
+def _out_of_order(starts: dict[str, list[int]], earlier: Commit, later: Commit) -> bool:
+    """Whether ``later`` (an accepted commit below the accepted ``earlier``) is the same client's auto-commit
+    answered after a newer one of its own: both auto-commits of one member process (the same source, not
+    started again in between). The member ids they carry are not compared: an auto-commit event carries the
+    member's view when the answer was reported, and librdkafka resets its member id (a lost assignment)
+    while older commits of the same client are still on their way."""
+    if not (earlier.auto and later.auto and earlier.source == later.source):
+        return False
+    seqs = starts.get(later.source, [])
+    return bisect_right(seqs, later.seq) == bisect_right(seqs, earlier.seq)
+
+
+def _last_load(loaders: dict[str, tuple[list[int], list[int]]], group: str, ns: int) -> tuple[int, int] | None:
+    """(broker, ns) of the last ``loading`` line of ``group`` stamped at or before ``ns``, if any."""
+    if (got := loaders.get(group)) is None:
+        return None
+    times, brokers = got
+    i = bisect_right(times, ns) - 1
+    return None if i < 0 else (brokers[i], times[i])
+
+
+def _written_by(reordered: list[tuple[int, int, int, str]] | None, value: int, ns: int) -> str:
+    """A note for a sample reading ``value``: the out-of-order auto-commit answered before it that wrote it."""
+    got = [(seq, source) for v, seq, at, source in reordered or () if v == value and at <= ns]
+    if not got:
+        return ""
+    seq, source = got[-1]
+    return f" — the value {source}'s auto-commit answered out of order wrote (seq {seq})"
+
+
+def _out_of_order_text(loaders: dict[str, tuple[list[int], list[int]]], earlier: Commit, later: Commit,
+                       librdkafka: bool) -> str:
+    """Why an accepted commit is below its client's earlier-answered auto-commit (see the module docstring);
+    ``librdkafka``: the member is a confluent-kafka one, whose mechanism is named."""
+    gens = sorted({g for g in (earlier.generation, later.generation) if g is not None})
+    gen = f" (generation {'/'.join(map(str, gens))})" if gens else ""
+    load = _last_load(loaders, later.group, later.mono_ns)
+    where = (f", across a coordinator change (broker {load[0]} loaded the group {(later.mono_ns - load[1]) / 1e9:.2f} s "
+             "before)") if load is not None else ", with no coordinator change logged before it"
+    why = ("; librdkafka re-sends an auto-commit held back while the coordinator was unavailable, or answered "
+           "NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, with the offsets it was built with, after newer ones "
+           "(docs/findings.md)") if librdkafka else ""
+    return (f": {later.source}'s auto-commits were answered out of order{gen} — the client sent the older commit "
+            f"after the newer one{where}{why}")
 
 
 #: per (group, topic, partition): judged samples as (mono_ns, answering broker or -1, value, seq), and ok commits
@@ -159,6 +222,18 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     undercut: dict[tuple[str, str, int, int], tuple[int, int]] = {}
     seen: _Seen = ({}, {})
     sample_at: dict[int, tuple[int, int]] = {}
+    # per (group, topic, partition): the accepted commit holding the commit maximum, and the commits a client
+    # answered out of order, as (value, seq, ns, source) — what a later sample reading that value is told by
+    top_commit: dict[tuple[str, str, int], Commit] = {}
+    reordered: dict[tuple[str, str, int], list[tuple[int, int, int, str]]] = {}
+    out_of_order = 0
+    starts: dict[str, list[int]] = {}
+    librdkafka: dict[str, bool] = {}  # per member: a confluent-kafka (librdkafka) one, as it last started
+    for m in cast("list[MemberStart]", idx.of(MemberStart)):
+        starts.setdefault(m.source, []).append(m.seq)
+        librdkafka[m.source] = m.client is MemberClient.CONFLUENT_KAFKA
+    for seqs in starts.values():
+        seqs.sort()
     for e in cast("list[Commit | CommittedOffsets | FaultStart]", idx.stream((Commit, CommittedOffsets, FaultStart))):
         if type(e) is FaultStart:
             if "reset" in e.fault_type.lower():
@@ -211,28 +286,39 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                         st[2], st[3], st[8] = value, seq, ns
                 elif value > st[0]:
                     st[0], st[1] = value, seq
+                    top_commit[key] = cast("Commit", e)
                 continue
             where = f"group {group} {fmt_tp((topic, part))}"
             if is_sample and value < st[2]:
                 undercut.setdefault((group, topic, part, st[3]), (st[2], st[8]))
                 moves.setdefault((group, topic, part, st[3]), (
-                    f"{where}: committed offset sample {value} is below the earlier sample {st[2]}", []))[1].append(seq)
+                    f"{where}: committed offset sample {value} is below the earlier sample {st[2]}"
+                    f"{_written_by(reordered.get(key), value, ns)}", []))[1].append(seq)
             elif not is_sample and value < st[0]:
+                why = ""
+                if _out_of_order(starts, top_commit[key], cast("Commit", e)):
+                    why = _out_of_order_text(loaders, top_commit[key], cast("Commit", e),
+                                             librdkafka.get(e.source, False))
+                    reordered.setdefault(key, []).append((value, seq, ns, e.source))
+                    out_of_order += 1
                 moves.setdefault((group, topic, part, st[1]), (
-                    f"{where}: accepted commit {value} by {e.source} is below the earlier accepted commit {st[0]}",
+                    f"{where}: accepted commit {value} by {e.source} is below the earlier accepted commit {st[0]}{why}",
                     []))[1].append(seq)
             else:
                 i = bisect_left(st[5], ns - slack) - 1
                 if i >= 0 and value < st[6][i]:
                     undercut.setdefault((group, topic, part, st[7][i]), (st[6][i], st[5][i]))
                     what = "sample" if is_sample else f"commit by {e.source}"
+                    written = _written_by(reordered.get(key), value, ns) if is_sample else ""
                     moves.setdefault((group, topic, part, st[7][i]), (
-                        f"{where}: committed offset went back from {st[6][i]} to {value} ({what})", []))[1].append(seq)
+                        f"{where}: committed offset went back from {st[6][i]} to {value} ({what}){written}",
+                        []))[1].append(seq)
             if is_sample:
                 if value > st[2]:
                     st[2], st[3], st[8] = value, seq, ns
             elif value > st[0]:
                 st[0], st[1] = value, seq
+                top_commit[key] = cast("Commit", e)
     # (group, broker) -> seqs of its trailing reads, set aside; moves left with none are dropped
     trailing: dict[tuple[str, int], list[int]] = {}
     for move, (text, later) in list(moves.items()):
@@ -270,11 +356,14 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count,
                "partitions_moved_back": len(moved), "observations_below": undercutting,
                "stale_samples": sum(len(v) for v in stale.values()),
-               "trailing_samples": sum(len(set(v)) for v in trailing.values())}
+               "trailing_samples": sum(len(set(v)) for v in trailing.values()),
+               "out_of_order_auto_commits": out_of_order}
+    reordered_text = (f"; {out_of_order} of them a client's own auto-commit(s) answered out of order"
+                      if out_of_order else "")
     aside = [f"{n} {what} set aside" for n, what in ((metrics["stale_samples"], "deposed coordinator's sample(s)"),
                                                      (metrics["trailing_samples"], "new coordinator's trailing read(s)"))
              if n]
     return log.result(NAME, f"committed offsets never moved backwards ({observations} observations, "
                       f"{len(state)} partition(s){''.join(', ' + a for a in aside)})",
                       f"{len(moved)} partition(s) whose committed offset moved backwards ({len(moves)} earlier "
-                      f"maximum(s) undercut, by {undercutting} observation(s))", metrics)
+                      f"maximum(s) undercut, by {undercutting} observation(s){reordered_text})", metrics)
