@@ -395,7 +395,9 @@ def demo(out: Path, records: int) -> None:
     """Start a real cluster, cut a link and kill a partition leader while producing, heal it, then run
     the headline experiment (a coordinator killed mid-rebalance) and show its verdict."""
     from chaos.demo import run_demo, run_headline
+    from chaos.replay import refuse_out_in_run
 
+    refuse_out_in_run(out)
     run_demo(out, say=click.echo, records=records)
     sys.exit(run_headline(out, say=click.echo))
 
@@ -475,6 +477,9 @@ def schema(out: Path | None) -> None:
     from chaos.experiment import dump_schema, json_schema
 
     if out:
+        from chaos.replay import refuse_out_in_run
+
+        refuse_out_in_run(out)
         dump_schema(out)
     else:
         click.echo(json.dumps(json_schema(), indent=2))
@@ -545,7 +550,7 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
                   "  chaos run baseline --kafka-version 4.4.0 --group-protocol consumer\n"
                   "  chaos run baseline --json | jq '.[].valid'", EXIT_CODES]))
 @click.argument("experiments", nargs=-1, shell_complete=_complete_experiments, metavar="[EXPERIMENT]...")
-@click.option("--runs", default=None, type=click.IntRange(1, 10000), help="runs per experiment (default: its `runs`)")
+@click.option("--runs", default=None, type=click.IntRange(min=1), help="runs per experiment (default: its `runs`)")
 @click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where run directories go (default runs/, or results/ with --nightly)")
@@ -569,12 +574,18 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
     faults.json and logs."""
     from chaos.experiment import catalogue, load_experiment
+    from chaos.model.experiment import MAX_RUNS
+    from chaos.replay import refuse_out_in_run
     from chaos.run_progress import RunProgress
     from chaos.runner import BatchStopped, exit_code, parse_budget, run_experiments, run_nightly
 
     if not experiments and not nightly:
         raise UsageError("name at least one experiment (see `chaos list`), or use --nightly for the whole catalogue")
+    if runs is not None and runs > MAX_RUNS:
+        raise UsageError(f"--runs {runs}: at most {MAX_RUNS} runs per experiment")
     _check_kafka_version(kafka_version)
+    root = out or Path("results" if nightly else "runs")
+    refuse_out_in_run(root)
     if experiments:
         exps = [load_experiment(e, directories) for e in experiments]
     else:
@@ -610,7 +621,6 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
     budget_s = parse_budget(budget) if nightly else 0.0
-    root = out or Path("results" if nightly else "runs")
     total = "?" if nightly else sum(runs or e.runs for e in exps)
     done = {"n": 0}
     t_start = time.monotonic()
@@ -678,10 +688,12 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
     broker they hit, live triggers waiting for their state again from about when they fired (roles such as
     the coordinator are asked of the cluster again). Writes a new run directory with replay.json (both verdicts)
     and experiment.yaml (the replayed schedule as an experiment file)."""
-    from chaos.replay import as_fired, experiment_yaml, load_recorded, read_verdict
+    from chaos.replay import as_fired, experiment_yaml, load_recorded, read_verdict, refuse_out_in_run
     from chaos.runner import ClusterPool, pooled_run
 
+    # every refusal before a cluster: the run as recorded (its files, its history's schema), then --out
     rec = load_recorded(run_dir)
+    refuse_out_in_run(out)
     exp, notes = as_fired(rec)
     console = _console()
     for note in notes:
@@ -692,7 +704,7 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
     with ClusterPool(backend=backend) as pool:
         oc = pooled_run(pool, exp, rec.seed, new_dir, 0)
     if oc.valid == "error":
-        raise InfrastructureError(f"the replay could not run: {oc.error} (details in {oc.run_dir})")
+        raise InfrastructureError(f"the replay could not run: {oc.error}{oc.details}")
     again = read_verdict(new_dir)
     # the recorded failure came back (more checkers failing too is still a reproduction, said as such)
     same = again.valid == rec.verdict.valid and again.failed >= rec.verdict.failed
@@ -713,11 +725,13 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
                      "  chaos shrink runs/wrong-skip-records/run-000-seed-5 --tries 2 --out shrunk\n"
                      "  chaos run shrunk/minimal.yaml        # the regression test it wrote\n\n"
                      "\b\nExit codes:\n  0  minimal.yaml written (it fails like the recorded run)\n"
-                     "  1  the replay of the recorded run did not fail in --tries runs: nothing to shrink\n"
-                     "  2  bad input (not a red run) or infrastructure failure\n"
+                     "  1  the replay of the recorded run did not fail in --tries runs (or in those the budget held)\n"
+                     "  2  bad input (not a red run, a budget shorter than one run, --out inside a recorded run)\n"
+                     "     or infrastructure failure\n"
                      "  130  interrupted (Ctrl-C): minimal.yaml holds the best so far")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--budget", default="30m", show_default=True, help="wall-time bound of the search (e.g. 30m, 2h)")
+@click.option("--budget", default="30m", show_default=True,
+              help="wall-time bound of the search (e.g. 30m, 2h); at least one run of the recorded experiment")
 @click.option("--tries", default=1, show_default=True, type=click.IntRange(1, 20),
               help="runs per candidate before it counts as passing (raise it for a failure that comes and goes)")
 @click.option("--confirm", default=3, show_default=True, type=click.IntRange(0, 50),
@@ -736,17 +750,20 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
     partitions — each candidate run on a real cluster. minimal.yaml (rewritten whenever the search shrinks
     it) is an experiment file to commit as a regression test; shrink-log.jsonl says what was tried."""
     from chaos.checkers.result import CheckerName
-    from chaos.replay import load_recorded
+    from chaos.replay import load_recorded, refuse_out_in_run
     from chaos.runner import ClusterPool, parse_budget
-    from chaos.shrink import Shrinker
+    from chaos.shrink import Shrinker, shrink_target
 
     budget_s = parse_budget(budget)
     known = {c.value for c in CheckerName}
     for c in checkers:
         if c not in known:
             raise UsageError(f"--checker {c}: no such checker; one of {', '.join(sorted(known))}")
+    # every refusal before a cluster: the run (its files, its history's schema, a red verdict), the budget, --out
     rec = load_recorded(run_dir)
+    shrink_target(rec, frozenset(checkers) or None, budget_s)
     out = out or Path("runs/shrink") / f"{rec.experiment.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    refuse_out_in_run(out)
     console = _console()
     with ClusterPool(backend=backend) as pool:
         shrinker = Shrinker(rec, out, budget_s=budget_s, tries=tries, confirm=confirm,
@@ -762,10 +779,16 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
             raise
     if best is None:
         runs = shrinker.attempts[0].runs if shrinker.attempts else []
-        click.echo(f"NOT REPRODUCED: the replay of {run_dir} did not fail {', '.join(sorted(shrinker.target))} in "
-                   f"{len(runs)} run(s) (failed: {'; '.join(', '.join(r['failed']) or 'none' for r in runs)}); "
-                   f"the failure depends on timing the "
-                   f"replay does not fix — try --tries 3  -> {out / 'shrink-log.jsonl'}")
+        failed = "; ".join(", ".join(r["failed"]) or "none" for r in runs)
+        log = out / "shrink-log.jsonl"
+        where = f"  -> {log}" if log.is_file() else ""
+        if shrinker.stopped_by == "budget":
+            click.echo(f"BUDGET SPENT: the replay of {run_dir} did not fail {', '.join(sorted(shrinker.target))} in "
+                       f"the {len(runs)} run(s) the budget held (failed: {failed}); give a larger --budget{where}")
+        else:
+            click.echo(f"NOT REPRODUCED: the replay of {run_dir} did not fail {', '.join(sorted(shrinker.target))} "
+                       f"in {len(runs)} run(s) (failed: {failed}); the failure depends on timing the replay does not "
+                       f"fix — try --tries 3{where}")
         sys.exit(1)
     failing, n = shrinker.rate()
     click.echo(f"minimal: {len(best.faults)} of {len(rec.faults)} faults, {len(best.workload.consumers)} members, "

@@ -36,10 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
+from chaos.checkers.judge import CHECKS_FILE
 from chaos.errors import UsageError
 from chaos.experiment import Experiment, parse_experiment
+from chaos.history.event import SchemaError, header_from_dict
+from chaos.history.merge import HEADER_FILE, HISTORY_FILE
 from chaos.model.target import Role
 
 #: a replayed live trigger waits from this many seconds before the second it fired at in the recorded run
@@ -99,12 +103,39 @@ def read_verdict(run_dir: Path) -> Verdict:
                          f"`chaos check {run_dir}`") from None
 
 
+def check_history_header(run_dir: Path) -> None:
+    """Refuse a run whose history this version cannot read — an unknown ``schema_version`` above all — as
+    ``chaos check`` refuses it: the header line is validated by the one function that judges headers
+    (:func:`chaos.history.event.header_from_dict`, which :func:`chaos.history.reader.read_history` calls), and
+    the error reads as ``chaos check``'s (``RUN: history.jsonl:1: ...``). Only the first line is read: a replay
+    needs the run's experiment, faults and verdict, not its events."""
+    path = run_dir / HISTORY_FILE
+    try:
+        with path.open("rb") as f:
+            head = f.readline()
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: no {HISTORY_FILE} — give a run directory that `chaos run` wrote and judged "
+                         f"(its history says which event schema the run recorded)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected a {HISTORY_FILE} file; the run directory is damaged") from None
+    if not head.strip():
+        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: missing header line (the first line must be the run header)")
+    try:
+        header_from_dict(orjson.loads(head))
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: header is not valid JSON ({exc.msg})") from None
+    except SchemaError as exc:
+        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: {exc}") from None
+
+
 def load_recorded(run_dir: str | Path) -> RecordedRun:
-    """Read a run directory; a missing or damaged file is a one-line UsageError naming it."""
+    """Read a run directory; a missing or damaged file, or a history of another schema version, is a one-line
+    UsageError naming it."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run directory (give one that `chaos run` wrote, "
                          f"e.g. runs/<experiment>/run-000-seed-N)")
+    check_history_header(run_dir)
     resolved = _read_json(run_dir / "resolved.json", "the experiment as it ran")
     header = _read_json(run_dir / "header.json", "the run's seed")
     faults = _read_json(run_dir / "faults.json", "the faults as they fired")
@@ -117,6 +148,37 @@ def load_recorded(run_dir: str | Path) -> RecordedRun:
         resolved = {k: v for k, v in resolved.items() if k not in ("topic", "group")}
     exp = parse_experiment(resolved, f"{run_dir}/resolved.json")
     return RecordedRun(run_dir, exp, seed, tuple(faults), read_verdict(run_dir))
+
+
+#: files of a run directory, written as the run starts (header.json, by chaos.workload.run) or ends
+#: (outcome.json, by chaos.runner, even when the run failed): a directory holding one is a recorded run
+RUN_FILES = (HEADER_FILE, "resolved.json", "schedule.json", "faults.json", HISTORY_FILE, CHECKS_FILE, "outcome.json")
+
+
+def recorded_run_around(path: str | Path) -> Path | None:
+    """The recorded run directory that ``path`` is or lies inside (symlinks resolved; ``path`` need not exist),
+    or None."""
+    p = Path(path).resolve()
+    for d in (p, *p.parents):
+        if any((d / name).is_file() for name in RUN_FILES):
+            return d
+    return None
+
+
+def refuse_out_in_run(out: str | Path, option: str = "--out") -> None:
+    """A recorded run is evidence: no command writes into one (``chaos check``'s ``checks.rejudged.json`` is the
+    one exception, and it takes no ``--out``). A one-line UsageError when ``out`` is, or lies inside, one."""
+    run = recorded_run_around(out)
+    if run is None:
+        return
+    try:
+        shown: Path = run.relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = run
+    shown = run if str(shown) == "." else shown
+    where = "is" if run == Path(out).resolve() else "is inside"
+    raise UsageError(f"{option} {out}: {where} the recorded run {shown}, and a recorded run is never written "
+                     f"into (it is evidence): give a directory outside it")
 
 
 def _spec_index(fault_id: str, count: int, run_dir: Path) -> int:

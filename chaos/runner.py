@@ -60,6 +60,12 @@ class RunOutcome:
     explanation: str | None = None
 
     @property
+    def details(self) -> str:
+        """`` (details in RUN_DIR)`` for an error message when the run directory exists now, else nothing: a run
+        that found no cluster (Kafka not set up) never created it."""
+        return f" (details in {self.run_dir})" if Path(self.run_dir).is_dir() else ""
+
+    @property
     def exit_code(self) -> int:
         if self.valid == "error":
             return EXIT_BAD
@@ -190,8 +196,7 @@ def _stop_on_error(oc: RunOutcome, outcomes: list[RunOutcome]) -> None:
     infrastructure (a nightly once made 2,521 failed "runs" in 1.5 s without Kafka set up)."""
     if oc.valid == "error":
         raise BatchStopped(f"{oc.experiment} run {oc.index} (seed {oc.seed}) could not run: {oc.error}; "
-                           f"stopped after {len(outcomes)} run(s) — fix that and run again "
-                           f"(details in {oc.run_dir})", outcomes)
+                           f"stopped after {len(outcomes)} run(s) — fix that and run again{oc.details}", outcomes)
 
 
 #: one planned run of a series: (experiment, index, seed, run directory)

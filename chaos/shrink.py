@@ -36,7 +36,10 @@ What is written, as it goes, so that the budget running out or Ctrl-C keeps the
 best so far: ``OUT/minimal.yaml`` (the smallest failing experiment, rewritten at
 each step that shrank it; loadable by ``chaos run``), ``OUT/shrink-log.jsonl``
 (one line per candidate: what changed, each run's verdict, kept or not) and, at
-the end, ``OUT/shrink.json`` (the summary).
+the end, ``OUT/shrink.json`` (the summary). Nothing is written before the first
+run is recorded: a shrink that ran nothing (its first run found no cluster)
+leaves no files. What cannot be shrunk — a run that is not red, a budget shorter
+than one run — is refused before anything starts (:func:`shrink_target`).
 """
 
 from __future__ import annotations
@@ -111,6 +114,28 @@ class BudgetSpent(Exception):
     """The next run would not fit in what is left of the budget."""
 
 
+def shrink_target(recorded: RecordedRun, checkers: frozenset[str] | None, budget_s: float) -> frozenset[str]:
+    """The checkers whose failure counts (module docstring); a one-line UsageError, before anything runs, when
+    ``recorded`` cannot be shrunk: it is not red (or not red in those checkers), or ``budget_s`` cannot hold
+    one run of it (:func:`chaos.runner.estimate_s` of its phases, the estimate the search stops by)."""
+    verdict = recorded.verdict
+    if verdict.valid != "false":
+        raise UsageError(f"{recorded.run_dir}: the run's verdict was {verdict.describe()}; shrink needs a red run (a "
+                         f"checker that answered false) — `chaos replay` reruns any run")
+    target = checkers or frozenset(c.value for c in recorded.experiment.expect_violation) or verdict.failed
+    if not target & verdict.failed:
+        how = "--checker" if checkers else "the experiment's expect_violation"
+        raise UsageError(f"{recorded.run_dir}: the run's verdict was {verdict.describe()}, and none of "
+                         f"{', '.join(sorted(target))} ({how}) answered false; name one that did with --checker")
+    need = estimate_s(recorded.experiment)
+    if budget_s < need:
+        phases = recorded.experiment.phases
+        raise UsageError(f"--budget {budget_s:g}s cannot hold one run of {recorded.experiment.name} (about "
+                         f"{need:.0f} s: warmup {phases.warmup_s:g} s, chaos {phases.chaos_s:g} s and heal "
+                         f"{phases.heal_s:g} s, plus starting and judging): give at least {math.ceil(need)}s")
+    return target
+
+
 class Shrinker:
     """The search of the module docstring over ``recorded``, writing into ``out``."""
 
@@ -119,11 +144,7 @@ class Shrinker:
                  run: Callable[[Experiment, int, Path], RunOutcome] | None = None,
                  say: Callable[[str], None] = lambda line: None) -> None:
         self.recorded = recorded
-        expected = frozenset(c.value for c in recorded.experiment.expect_violation)
-        self.target = checkers or expected or recorded.verdict.failed
-        if recorded.verdict.valid != "false" or not self.target & recorded.verdict.failed:
-            raise UsageError(f"{recorded.run_dir}: its verdict is {recorded.verdict.describe()}; shrink needs a run "
-                             f"where {' or '.join(sorted(self.target))} answered false — `chaos replay` reruns any run")
+        self.target = shrink_target(recorded, checkers, budget_s)
         if (pool is None) == (run is None):
             raise TypeError("give a cluster pool (real runs) or a run function, not both")
         self.out, self.tries, self.confirm, self.say = Path(out), tries, confirm, say
@@ -142,6 +163,9 @@ class Shrinker:
         self._runs: dict[str, list[dict[str, Any]]] = {}  # every run of a candidate, by candidate
         self.best: Experiment | None = None
         self.stopped_by = "done"
+        #: a run was recorded: until then nothing is written (a shrink that ran nothing leaves no files)
+        self.ran = False
+        self._log_opened = False
 
     # ------------------------------------------------------------ trying a candidate
     def _fails(self, exp: Experiment, step: str, change: str) -> bool:
@@ -170,9 +194,12 @@ class Shrinker:
         if estimate_s(exp) > left:
             raise BudgetSpent(f"{left / 60:.1f} min of budget left, a run takes about {estimate_s(exp) / 60:.1f}")
         oc = self.run_one(exp, seed, self.out / "runs" / name)
+        # a run that could not start (no cluster) recorded nothing: no run directory, nothing to log yet
+        self.ran = self.ran or oc.valid != "error" or Path(oc.run_dir).is_dir()
         if oc.valid == "error":
-            raise InfrastructureError(f"a shrink run could not run: {oc.error} (details in {oc.run_dir}); "
-                                      f"the smallest failing experiment so far is in {self.out / 'minimal.yaml'}")
+            best = self.out / "minimal.yaml"
+            so_far = f"; the smallest failing experiment so far is in {best}" if best.is_file() else ""
+            raise InfrastructureError(f"a shrink run could not run: {oc.error}{oc.details}{so_far}")
         return oc
 
     @staticmethod
@@ -180,13 +207,20 @@ class Shrinker:
         return {"run_dir": oc.run_dir, "seed": oc.seed, "valid": oc.valid, "failed": oc.failed_checkers,
                 "wall_s": oc.wall_s}
 
+    def _writable_out(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        return self.out
+
     def _log(self, a: Attempt) -> None:
-        with (self.out / "shrink-log.jsonl").open("a") as f:
-            f.write(json.dumps(asdict(a)) + "\n")
+        if self.ran:
+            # the log starts with the shrink's first recorded run (an earlier shrink's log in OUT is replaced)
+            with (self._writable_out() / "shrink-log.jsonl").open("a" if self._log_opened else "w") as f:
+                f.write(json.dumps(asdict(a)) + "\n")
+            self._log_opened = True
         verdicts = ", ".join(r["valid"] + (f" ({', '.join(r['failed'])})" if r["failed"] else "") for r in a.runs)
         left = max(0.0, self.deadline - time.monotonic()) / 60
-        self.say(f"[{a.number}] {a.step}: {a.change} -> {verdicts or 'not run'}: "
-                 f"{'still fails' if a.failing else 'passes'} ({left:.0f} min of budget left)")
+        outcome = f"{verdicts}: {'still fails' if a.failing else 'passes'}" if a.runs else "not run"
+        self.say(f"[{a.number}] {a.step}: {a.change} -> {outcome} ({left:.0f} min of budget left)")
 
     def _accept(self, exp: Experiment) -> None:
         self.best = exp
@@ -274,9 +308,8 @@ class Shrinker:
 
     # ------------------------------------------------------------ the search
     def shrink(self) -> Experiment | None:
-        """Run the search; the smallest failing experiment (None when the replay never failed)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "shrink-log.jsonl").write_text("")
+        """Run the search; the smallest failing experiment (None when the replay never failed). Nothing is written
+        into ``out`` before a run was recorded."""
         replay, notes = as_fired(self.recorded)
         for note in notes:
             self.say(f"replay: {note}")
@@ -334,9 +367,11 @@ class Shrinker:
                "(`chaos run minimal.yaml`, or the pytest plugin's run_experiment).")
         comment = (f"Found by `chaos shrink {rec.run_dir}`: {len(exp.faults)} of the recorded run's "
                    f"{len(rec.faults)} faults;\n{how_often}.\n{use}")
-        (self.out / "minimal.yaml").write_text(experiment_yaml(named, comment))
+        (self._writable_out() / "minimal.yaml").write_text(experiment_yaml(named, comment))
 
     def _finish(self) -> None:
+        if not self.ran:
+            return  # nothing ran: nothing to summarise, and no directory left behind
         if self.best is not None:
             self._write_minimal(self.best, self.rate())
         failing, runs = self.rate()
@@ -350,7 +385,7 @@ class Shrinker:
             "candidates": len(self.attempts), "runs": sum(len(a.runs) for a in self.attempts),
             "elapsed_s": round(time.monotonic() - self.started, 1), "stopped_by": self.stopped_by,
         }
-        (self.out / "shrink.json").write_text(json.dumps(summary, indent=1))
+        (self._writable_out() / "shrink.json").write_text(json.dumps(summary, indent=1))
 
 
 def changed(exp: Experiment, **changes: Any) -> Experiment | None:

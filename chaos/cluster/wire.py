@@ -41,6 +41,7 @@ import io
 import itertools
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -48,28 +49,43 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeAlias, TypeVar
 
-from kio.schema.api_versions import v0 as av0
-from kio.schema.api_versions import v1 as av1
-from kio.schema.api_versions import v2 as av2
-from kio.schema.api_versions import v3 as av3
-from kio.schema.api_versions import v4 as av4
-from kio.schema.consumer_group_describe import v0 as cgd0
-from kio.schema.consumer_group_describe import v1 as cgd1
-from kio.schema.consumer_group_describe.v0 import request as cgd0_req
-from kio.schema.consumer_group_describe.v1 import request as cgd1_req
-from kio.schema.describe_quorum import v0 as dq0
-from kio.schema.describe_quorum import v1 as dq1
-from kio.schema.describe_quorum import v2 as dq2
-from kio.schema.describe_quorum.v0 import request as dq0_req
-from kio.schema.describe_quorum.v1 import request as dq1_req
-from kio.schema.describe_quorum.v2 import request as dq2_req
-from kio.schema.types import GroupId, TopicName
-from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
-from kio.static.primitive import i32
-
 from chaos import __version__
 from chaos.errors import InfrastructureError, UsageError
+
+# kio's phantom types (kio.static._phantom) import Hypothesis when it is installed and register a strategy for
+# each type as it is defined; the text strategy computes Unicode tables (about 1.5 s) and caches them in
+# ./.hypothesis of whatever directory the process runs in -- a `chaos` command that imported this module (run,
+# replay, shrink), even one refusing bad input, wrote there. kafka-chaos never draws kio values from
+# Hypothesis, so kio is imported with Hypothesis hidden (`import hypothesis` raises ImportError meanwhile),
+# unless this process has imported it already (a test session keeps its own). Pointing
+# HYPOTHESIS_STORAGE_DIRECTORY elsewhere would still pay the 1.5 s, and Hypothesis reads it once per process:
+# set here, it would also move a user's test session's example database.
+_HIDE_HYPOTHESIS = "hypothesis" not in sys.modules
+if _HIDE_HYPOTHESIS:
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]
+try:
+    from kio.schema.api_versions import v0 as av0
+    from kio.schema.api_versions import v1 as av1
+    from kio.schema.api_versions import v2 as av2
+    from kio.schema.api_versions import v3 as av3
+    from kio.schema.api_versions import v4 as av4
+    from kio.schema.consumer_group_describe import v0 as cgd0
+    from kio.schema.consumer_group_describe import v1 as cgd1
+    from kio.schema.consumer_group_describe.v0 import request as cgd0_req
+    from kio.schema.consumer_group_describe.v1 import request as cgd1_req
+    from kio.schema.describe_quorum import v0 as dq0
+    from kio.schema.describe_quorum import v1 as dq1
+    from kio.schema.describe_quorum import v2 as dq2
+    from kio.schema.describe_quorum.v0 import request as dq0_req
+    from kio.schema.describe_quorum.v1 import request as dq1_req
+    from kio.schema.describe_quorum.v2 import request as dq2_req
+    from kio.schema.types import GroupId, TopicName
+    from kio.serial import entity_reader, entity_writer
+    from kio.serial.errors import SerialError
+    from kio.static.primitive import i32
+finally:
+    if _HIDE_HYPOTHESIS:
+        del sys.modules["hypothesis"]
 
 API_VERSIONS_KEY = 18
 DESCRIBE_QUORUM_KEY = 55

@@ -22,6 +22,20 @@ KRAFT_KAFKA_VERSION = "4.4.0"
 # Older than 2.8 is not tested and uses a different tools layout.
 _VERSION_RE = re.compile(r"^(2\.8|3\.[0-9]|4\.[0-9])\.[0-9]+$")
 
+# Upper bounds of the counts that become processes, refused at load time (pydantic names the bound). Every
+# broker, ZooKeeper node and isolated controller is a JVM (heaps of broker_heap_mb / zk_heap_mb, 384 / 128 MB
+# by default): 9 brokers with 5 ZooKeeper nodes or 5 controllers could still run on a 2-core, 24 GiB machine,
+# and no consumer-group behaviour needs more. A lane is one Toxiproxy proxy per broker (goroutines
+# of the one Toxiproxy process) and a Kafka listener on every broker.
+#: brokers of a cluster
+MAX_BROKERS = 9
+#: ZooKeeper nodes (an ensemble of 1, 3 or 5)
+MAX_ZOOKEEPERS = 5
+#: KRaft controller quorum voters (1, 3 or 5)
+MAX_CONTROLLERS = 5
+#: client lanes (ctl is extra)
+MAX_LANES = 16
+
 
 class ClusterMode(StrEnum):
     """Where the cluster's metadata lives: a ZooKeeper ensemble, or a KRaft controller quorum (KIP-500)."""
@@ -67,17 +81,17 @@ class ClusterSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    brokers: Annotated[int, Field(ge=1, le=9)] = 3
-    zookeepers: Annotated[int, Field(ge=1, le=5)] = 1
+    brokers: Annotated[int, Field(ge=1, le=MAX_BROKERS)] = 3
+    zookeepers: Annotated[int, Field(ge=1, le=MAX_ZOOKEEPERS)] = 1
     kafka_version: str = DEFAULT_KAFKA_VERSION
     #: ZooKeeper or KRaft; None = the version's default (:func:`modes_of`)
     mode: ClusterMode | None = None
     #: KRaft voters (1 or 3); ``isolated`` (default) runs controller-1..N, ``combined`` puts them in broker-1..N.
     #: Isolated is the default because it is ZooKeeper's shape: a broker fault (the coordinator killed) never
     #: takes the quorum with it unless the experiment says so
-    controllers: Annotated[int, Field(ge=1, le=5)] = 1
+    controllers: Annotated[int, Field(ge=1, le=MAX_CONTROLLERS)] = 1
     controller_placement: ControllerPlacement = ControllerPlacement.ISOLATED
-    lanes: Annotated[int, Field(ge=1, le=16)] = 2
+    lanes: Annotated[int, Field(ge=1, le=MAX_LANES)] = 2
     #: replication factor of internal topics (__consumer_offsets); default min(3, brokers)
     replication_factor: int | None = None
     offsets_partitions: Annotated[int, Field(ge=1, le=200)] = 5

@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaos.checkers.result import CheckerName
 from chaos.errors import UsageError
 from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
-from chaos.model.workload import GroupProtocol, WorkloadSpec
+from chaos.model.workload import MAX_PARTITIONS, GroupProtocol, WorkloadSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.cluster import Capability
@@ -69,10 +69,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# Upper bounds of the experiment's counts, refused at load time with the bound in the message (the cluster's
+# and the workload's are in chaos.model.cluster and chaos.model.workload).
+#: planned faults of a run (a random trigger's ``count`` included): the nemesis runs each in a thread of its
+#: own, waiting for its trigger from the start of the chaos phase. 1,000 mostly sleeping threads still run on a
+#: 2-core machine; more is a typo, not a schedule anyone reads
+MAX_FAULTS = 1000
+#: runs of one experiment (one after the other, so a bound on time, not on processes: 10,000 runs of a
+#: one-minute experiment are a week)
+MAX_RUNS = 10000
+
+
 class RandomTrigger(_Strict):
     """``count`` occurrences at seeded random times in [start_s, end_s] of the chaos phase."""
 
-    count: Annotated[int, Field(ge=1, le=1000)] = 1
+    count: Annotated[int, Field(ge=1, le=MAX_FAULTS)] = 1
     start_s: Annotated[float, Field(ge=0)] = 0.0
     end_s: Annotated[float, Field(gt=0)] | None = None
     min_gap_s: Annotated[float, Field(ge=0)] = 0.0
@@ -187,7 +198,7 @@ class FaultSpec(_Strict):
     #: toxic parameters: latency_ms, jitter_ms, rate_kb, bytes, avg_size, size_variation, delay_us
     params: dict[str, float] = Field(default_factory=dict)
     #: add_partitions: the new total
-    partitions: Annotated[int, Field(ge=1)] | None = None
+    partitions: Annotated[int, Field(ge=1, le=MAX_PARTITIONS)] | None = None
     #: partition: the broker cut from the target — a node (broker-2) or a role (controller,
     #: coordinator, leader, random_broker); default: every other broker
     peer: str | None = None
@@ -271,12 +282,20 @@ class Experiment(_Strict):
     backend: Literal["local", "docker"] = "local"
     cluster: ClusterSpec = ClusterSpec()
     workload: WorkloadSpec = WorkloadSpec()
-    faults: tuple[FaultSpec, ...] = ()
+    faults: Annotated[tuple[FaultSpec, ...], Field(max_length=MAX_FAULTS)] = ()
     phases: Phases = Phases()
     checkers: CheckerConfig = CheckerConfig()
-    runs: Annotated[int, Field(ge=1, le=10000)] = 1
+    runs: Annotated[int, Field(ge=1, le=MAX_RUNS)] = 1
     #: True when the experiment expects a checker to fail (wrong-mode sensitivity experiments)
     expect_violation: tuple[CheckerName, ...] = ()
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _few_enough_faults(cls, value: Any) -> Any:
+        # counted before each fault is validated; random counts are added up in _check
+        if isinstance(value, list | tuple) and len(value) > MAX_FAULTS:
+            raise ValueError(f"{len(value)} faults: at most {MAX_FAULTS} (each waits in a thread of its own)")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
@@ -286,6 +305,10 @@ class Experiment(_Strict):
         kip848 = any(c.group_protocol is GroupProtocol.CONSUMER for c in self.workload.consumers)
         nodes = set(self.cluster.node_names)
         lanes = {f"lane{i}" for i in range(self.cluster.lanes)}
+        planned = sum(f.trigger.random.count if f.trigger.random else 1 for f in self.faults)
+        if planned > MAX_FAULTS:
+            raise ValueError(f"faults: {planned} planned faults (a random trigger's count included): at most "
+                             f"{MAX_FAULTS} (each waits in a thread of its own)")
         for i, f in enumerate(self.faults):
             if f.target is Role.MEMBER and f.node not in members:
                 raise ValueError(f"faults.{i}.node: {f.node!r} is not a member; members are {sorted(members)}")

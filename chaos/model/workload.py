@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class Client(StrEnum):
@@ -86,6 +86,19 @@ class HandlerErrorPolicy(StrEnum):
     SKIP = "skip"
     RETRY = "retry"
 
+
+# Upper bounds of the workload's counts, refused at load time with the bound in the message. Members and
+# producers become processes: a member is a process of its own (a Python worker: an interpreter with both client
+# libraries loaded is ~30 MB resident before any record; a Java member: a JVM with a 128 MB heap), a producer a
+# Python process. 64 Java members and 16 producers beside a cluster could still run on a 2-core, 24 GiB machine
+# (slowly), while 10,000 members on 12 partitions -- a typo or a generated file gone wrong -- would exhaust it
+# before the first fault.
+#: members of the group under test
+MAX_CONSUMERS = 64
+#: producers writing the workload topic
+MAX_PRODUCERS = 16
+#: partitions of the workload topic (not processes: files on every replica, rows in the checkers' tables)
+MAX_PARTITIONS = 1000
 
 #: extra attempts of a record under ``on_handler_error: retry``
 HANDLER_RETRIES = 3
@@ -309,11 +322,22 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    partitions: Annotated[int, Field(ge=1, le=1000)] = 12
+    partitions: Annotated[int, Field(ge=1, le=MAX_PARTITIONS)] = 12
     replication: Annotated[int, Field(ge=1)] = 3
-    consumers: tuple[ConsumerSpec, ...] = (ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
-    producers: tuple[ProducerSpec, ...] = (ProducerSpec(),)
+    #: (maxItems in the JSON Schema, for editors; refused with the reason by _bounded)
+    consumers: Annotated[tuple[ConsumerSpec, ...], Field(max_length=MAX_CONSUMERS)] = (
+        ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
+    producers: Annotated[tuple[ProducerSpec, ...], Field(max_length=MAX_PRODUCERS)] = (ProducerSpec(),)
     observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+
+    @field_validator("consumers", "producers", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any, info: ValidationInfo) -> Any:
+        # counted before each item is validated: 10,000 members are refused at once, not after 10,000 models
+        limit, what = ((MAX_CONSUMERS, "members") if info.field_name == "consumers" else (MAX_PRODUCERS, "producers"))
+        if isinstance(value, list | tuple) and len(value) > limit:
+            raise ValueError(f"{len(value)} {what}: at most {limit} (each is a process of its own)")
+        return value
 
     @model_validator(mode="after")
     def _one_assignor(self) -> WorkloadSpec:

@@ -6,7 +6,10 @@ Exit codes:
 - 1: the report was written, but the re-check disagrees with some run's checkers
   (a checker bug or a stale ``checks.json``: see the report's re-check section);
 - 2: bad input (missing directory, no runs found, corrupt history, Spark would not
-  start): one line saying what to do, no traceback.
+  start, ``--out`` inside a recorded run): one line saying what to do, no traceback.
+
+``--out`` is left as it was when the report fails: the directories the command
+created for it are removed again (one that existed is kept, whatever it holds).
 
 Register it with ``main.add_command(chaos.report.command.report)``.
 """
@@ -14,6 +17,8 @@ Register it with ``main.add_command(chaos.report.command.report)``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,6 +27,17 @@ import click
 from chaos.errors import UsageError
 
 EXIT_OK, EXIT_DISAGREE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _first_missing(out: Path) -> Path | None:
+    """The outermost directory of ``out`` that does not exist yet (what the report's ``mkdir -p`` creates), or
+    None when ``out`` exists."""
+    missing = None
+    for d in (out.absolute(), *out.absolute().parents):
+        if os.path.lexists(d):
+            break
+        missing = d
+    return missing
 
 
 @click.command("report")
@@ -41,11 +57,20 @@ def report(results_dir: Path, out: Path, spark_master: str | None, timelines: in
     experiment, re-checks the core invariants with Spark SQL, and writes a static HTML report.
     Exit 0 written, 1 the re-check disagrees with the per-run checkers, 2 bad input.
     """
+    created = _first_missing(out)
     try:
+        from chaos.replay import refuse_out_in_run
+
+        refuse_out_in_run(out)
         from chaos.report.job import build_report
 
         summary = build_report(results_dir, out, master=spark_master, timelines=timelines)
-    except UsageError as exc:
+    except BaseException as exc:
+        # a failed report leaves no empty or half-written --out behind; only what this command created goes
+        if created is not None and created.is_dir() and not created.is_symlink():
+            shutil.rmtree(created, ignore_errors=True)
+        if not isinstance(exc, UsageError):
+            raise
         click.echo(f"chaos: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if as_json:

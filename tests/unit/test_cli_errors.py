@@ -107,7 +107,7 @@ def test_node_that_fails_to_start_shows_its_log_tail(state_env):
 #
 # Each case builds its input under tmp_path (cwd), runs the real `chaos`, and asserts: exit 2, exactly
 # one `chaos: error:` line (the last on stderr), no traceback, the fragments that locate the problem
-# (file, field, what to change), and that no temp file was left in tmp_path.
+# (file, field, what to change), and that nothing was written in tmp_path (no temp file, no .hypothesis/).
 
 ROOT_DIR = __import__("pathlib").Path(__file__).resolve().parents[2]
 HISTORY = ROOT_DIR / "fixtures" / "histories" / "delivery-lost-record.jsonl"
@@ -195,6 +195,18 @@ CASES = [
     ("check-not-utf8-history", {"run/history.jsonl": b"\xff\xfe\n"}, ["check", "run"], ["run: history.jsonl:1:"]),
     ("check-max-evidence-negative", {}, ["check", "x", "--max-evidence", "-1"], ["--max-evidence"]),
     ("cluster-down-unknown", {}, ["cluster", "down", "nosuch"], ["no running cluster 'nosuch' of this user"]),
+    # counts that become processes or threads are bounded in the model (chaos.model), the bound in the message
+    ("ten-thousand-members", {"x.yaml": "name: x\nworkload:\n  consumers: [" + "{}, " * 10000 + "]\n"}, ["plan", "x.yaml"],
+     ["x.yaml: workload.consumers: 10000 members: at most 64 (each is a process of its own)"]),
+    ("too-many-producers", {"x.yaml": "name: x\nworkload:\n  producers: [" + "{}, " * 17 + "]\n"}, ["plan", "x.yaml"],
+     ["x.yaml: workload.producers: 17 producers: at most 16"]),
+    ("too-many-faults", {"x.yaml": "name: x\nphases: {chaos_s: 60}\nfaults:\n" + "  - {type: kill, target: "
+                         "random_broker, trigger: {random: {count: 600}}}\n" * 2}, ["plan", "x.yaml"],
+     ["x.yaml: faults: 1200 planned faults", "at most 1000"]),
+    ("too-many-brokers", {"x.yaml": "name: x\ncluster: {brokers: 10}\n"}, ["plan", "x.yaml"],
+     ["x.yaml: cluster.brokers: Input should be less than or equal to 9"]),
+    ("too-many-lanes", {}, ["cluster", "up", "--lanes", "17"], ["lanes: Input should be less than or equal to 16"]),
+    ("too-many-runs", {}, ["run", "baseline", "--runs", "10001"], ["--runs 10001: at most 10000 runs per experiment"]),
     ("demo-records-zero", {}, ["demo", "--records", "0"], ["--records"]),
 ]
 
@@ -215,7 +227,7 @@ def test_every_bad_input_is_one_line_exit_2(setup, argv, fragments, tmp_path, st
         if word.endswith((".yaml:", ".yaml")) and len(word) > 6:
             assert line.count(word.rstrip(":")) == 1, line
     left = {p for p in tmp_path.rglob("*")} - before
-    assert not [p for p in left if p.name.endswith(".tmp")], left
+    assert not left, left  # no temp file, no .hypothesis/, nothing: a refused command writes nowhere
 
 
 def test_list_keeps_the_other_entries_when_one_file_is_latin1(tmp_path):
@@ -237,3 +249,29 @@ def test_check_accepts_a_history_file(tmp_path):
     res = subprocess.run(CHAOS + ["check", str(d / "history.jsonl")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 1, res.stderr  # the fixture loses a record: delivery fails
     assert res.stdout.startswith(f"{d}  run") and (d / "checks.json").exists()
+
+
+# ---------------------------------------------------------------- the working directory stays empty
+@pytest.mark.parametrize("argv", [["replay", "nope"], ["shrink", "nope"], ["run", "baseline", "--kafka-version", "5.0.0"],
+                                  ["plan", "baseline"], ["list"], ["check", "nope"]])
+def test_a_command_leaves_its_working_directory_empty(argv, tmp_path, state_env):
+    """kio imports Hypothesis when it is installed, and Hypothesis cached Unicode tables in ./.hypothesis:
+    every command that reached chaos.cluster.wire wrote it into the directory it ran in."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {k: v for k, v in state_env.items() if not k.startswith("HYPOTHESIS")}
+    res = subprocess.run(CHAOS + argv, capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert list(cwd.iterdir()) == []
+
+
+def test_the_wire_module_imports_kio_without_hypothesis(tmp_path):
+    code = ("import sys; import chaos.cluster.wire as w; import kio.static._phantom as p; "
+            "print('hypothesis' in sys.modules, p.hypothesis is None, w.i32(7) == 7)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.stdout.split() == ["False", "True", "True"], res.stderr
+    # a process that imported Hypothesis itself (a test session) keeps it, and kio's strategies with it
+    code = "import hypothesis, sys; import chaos.cluster.wire; print('hypothesis' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env=dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=str(tmp_path / "hyp")))
+    assert res.stdout.split() == ["True"], res.stderr

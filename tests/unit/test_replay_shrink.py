@@ -38,10 +38,17 @@ def test_ddmin_of_one_item_asks_nothing():
 
 
 # ---------------------------------------------------------------- a recorded run on disk
+#: a judged history from the fixtures: its header line (and schema version) is what replay and shrink read
+HISTORY = Path(__file__).resolve().parents[2] / "fixtures" / "histories" / "delivery-lost-record.jsonl"
+
+
 def _record(tmp: Path, exp: Experiment, faults: list[dict], valid: str = "false",
-            failed: tuple[str, ...] = ("delivery",)) -> Path:
+            failed: tuple[str, ...] = ("delivery",), schema_version: int = 1) -> Path:
     run = tmp / "run-000-seed-41"
     run.mkdir(parents=True)
+    header, rest = HISTORY.read_bytes().split(b"\n", 1)
+    (run / "history.jsonl").write_bytes(
+        json.dumps(json.loads(header) | {"schema_version": schema_version}).encode() + b"\n" + rest)
     resolved = json.loads(exp.model_dump_json()) | {"topic": "chaos-x", "group": "group-x"}
     (run / "resolved.json").write_text(json.dumps(resolved))
     (run / "header.json").write_text(json.dumps({"seed": 41, "experiment": resolved}))
@@ -99,16 +106,188 @@ def test_a_damaged_run_directory_is_one_line_that_names_the_file(tmp_path, damag
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
-def test_replay_and_shrink_refuse_bad_input_with_one_line_and_exit_2(tmp_path):
+# ---------------------------------------------------------------- refusals: one line, before any cluster
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """A ClusterPool created fails the test: every refusal below comes before any cluster could start."""
+    import chaos.runner
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a ClusterPool was created before the command refused its input")
+
+    monkeypatch.setattr(chaos.runner, "ClusterPool", NoPool)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its content (a recorded run, a working directory)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _refused(args: list[str], *says: str) -> str:
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, (args, res.output, res.exception)
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("chaos: error:"), res.output
+    for fragment in says:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0].removeprefix("chaos: error: ")
+
+
+def _baseline_red(tmp: Path, **kw) -> Path:
+    """A recorded red run of baseline (no faults, no expect_violation): delivery answered false."""
+    return _record(tmp, load_experiment("baseline"), [], **kw)
+
+
+def test_replay_and_shrink_refuse_bad_input_with_one_line_and_exit_2(tmp_path, monkeypatch, no_cluster):
+    monkeypatch.chdir(tmp_path)
     green = _record(tmp_path / "g", load_experiment("baseline"), [], valid="true", failed=())
-    for args, says in [(["replay", str(tmp_path / "nothing")], "no such run directory"),
-                       (["shrink", str(green)], "shrink needs a run where"),
-                       (["shrink", str(green), "--checker", "nope"], "no such checker"),
-                       (["shrink", str(green), "--budget", "soon"], "--budget")]:
-        res = CliRunner().invoke(main, args)
-        assert res.exit_code == 2, (args, res.output)
-        lines = res.output.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("chaos: error:") and says in lines[0], res.output
+    red = _baseline_red(tmp_path / "r")
+    before = _files(tmp_path)
+    for args, says in [(["replay", str(tmp_path / "nothing")], ["no such run directory"]),
+                       (["shrink", str(green)], ["the run's verdict was true; shrink needs a red run "
+                                                 "(a checker that answered false)"]),
+                       (["shrink", str(red), "--checker", "fencing"],
+                        ["the run's verdict was false (delivery), and none of fencing (--checker) answered false"]),
+                       (["shrink", str(green), "--checker", "nope"], ["no such checker"]),
+                       (["shrink", str(green), "--budget", "soon"], ["--budget"])]:
+        _refused(args, *says)
+    assert _files(tmp_path) == before                               # nothing written, anywhere
+
+
+def test_an_unknown_schema_version_is_refused_by_replay_shrink_and_check_alike(tmp_path, monkeypatch, no_cluster):
+    monkeypatch.chdir(tmp_path)
+    run = _baseline_red(tmp_path, schema_version=99)
+    before = _files(tmp_path)
+    said = {cmd: _refused([cmd, str(run)], "history.jsonl:1: schema_version 99 is not supported")
+            for cmd in ("check", "replay", "shrink")}
+    assert said["replay"] == said["shrink"] == said["check"], said  # the same refusal, word for word
+    assert said["check"].startswith(f"{run}: ")
+    assert _files(tmp_path) == before
+    # the same run at the version this reader knows is accepted by the same code (what the refusal hangs on)
+    assert load_recorded(_baseline_red(tmp_path / "ok")).seed == 41
+
+
+def test_a_run_without_a_history_is_refused_before_its_other_files_are_read(tmp_path):
+    run = _baseline_red(tmp_path)
+    (run / "history.jsonl").unlink()
+    with pytest.raises(UsageError, match="no history.jsonl"):
+        load_recorded(run)
+
+
+@pytest.mark.parametrize("where", ["the run", "inside the run"])
+def test_no_command_writes_into_a_recorded_run(tmp_path, monkeypatch, no_cluster, where):
+    monkeypatch.chdir(tmp_path)
+    run = _baseline_red(tmp_path / "runs" / "baseline")
+    out = run if where == "the run" else run / "sub"
+    is_what = "is the recorded run" if where == "the run" else "is inside the recorded run"
+    before = _files(tmp_path)
+    shown = run.relative_to(tmp_path)
+    for args in (["replay", str(run), "--out", str(out)],
+                 ["shrink", str(run), "--out", str(out)],
+                 ["run", "baseline", "--out", str(out)],
+                 ["run", "--nightly", "--out", str(out)],
+                 ["report", str(tmp_path / "runs"), "--out", str(out)],
+                 ["schema", "--out", str(out / "schema.json")],
+                 ["demo", "--out", str(out)]):
+        line = _refused(args, is_what if args[0] != "schema" else "is inside the recorded run", f" {shown},",
+                        "never written into")
+        assert line.startswith("--out "), line
+    assert _files(tmp_path) == before and not (run / "sub").exists()
+
+
+def test_a_default_out_inside_a_recorded_run_is_refused_too(tmp_path, monkeypatch, no_cluster):
+    run = _baseline_red(tmp_path)
+    monkeypatch.chdir(run)                                          # runs/shrink/... would land in the run
+    before = _files(run)
+    _refused(["shrink", "."], "--out runs/shrink/baseline-", "is inside the recorded run")
+    _refused(["run", "baseline"], "--out runs: is inside the recorded run")
+    assert _files(run) == before
+
+
+def test_an_out_beside_a_run_is_not_refused():
+    from chaos.replay import recorded_run_around, refuse_out_in_run
+
+    run = Path(__file__).resolve().parents[2] / "fixtures"          # no run files anywhere up the tree
+    assert recorded_run_around(run / "out") is None
+    refuse_out_in_run(run / "out")
+
+
+def test_a_budget_that_cannot_hold_one_run_is_refused_with_the_smallest_that_can(tmp_path, monkeypatch, no_cluster):
+    from chaos.runner import estimate_s
+
+    monkeypatch.chdir(tmp_path)
+    run = _baseline_red(tmp_path / "r")
+    need = estimate_s(load_experiment("baseline"))                   # 1.5 x (1 + 8 + 0) s + 10 s
+    assert need == 23.5
+    line = _refused(["shrink", str(run), "--budget", "1s", "--out", "shrunk"],
+                    "--budget 1s cannot hold one run of baseline (about 24 s: warmup 1 s, chaos 8 s and heal 0 s",
+                    "give at least 24s")
+    assert "NOT REPRODUCED" not in line
+    assert not (tmp_path / "shrunk").exists() and not (tmp_path / "runs").exists()
+    with pytest.raises(UsageError, match="give at least 24s"):       # the library refuses it the same way
+        Shrinker(load_recorded(run), tmp_path / "shrunk", budget_s=23, run=lambda e, s, d: pytest.fail("ran"))
+    Shrinker(load_recorded(run), tmp_path / "shrunk", budget_s=24, run=lambda e, s, d: pytest.fail("ran"))
+    assert not (tmp_path / "shrunk").exists()                       # constructing writes nothing
+
+
+# ---------------------------------------------------------------- a run that found no cluster
+@pytest.fixture
+def kafka_not_set_up(monkeypatch):
+    """Every cluster the pool asks for is refused as a cache without Kafka refuses it (no process starts)."""
+    import chaos.runner
+
+    def new_cluster(backend, spec):
+        raise UsageError(f"Kafka {spec.kafka_version} is not set up: run `chaos setup --kafka-version "
+                         f"{spec.kafka_version}` (or `make setup`)")
+
+    monkeypatch.setattr(chaos.runner, "new_cluster", new_cluster)
+
+
+@pytest.mark.parametrize("command", ["run", "replay", "shrink"])
+def test_an_error_names_only_directories_that_exist(tmp_path, monkeypatch, kafka_not_set_up, command):
+    monkeypatch.chdir(tmp_path)
+    run = _baseline_red(tmp_path / "recorded")
+    before = _files(tmp_path)
+    args = {"run": ["run", "baseline", "--out", "out", "--seed", "5"], "replay": ["replay", str(run), "--out", "out"],
+            "shrink": ["shrink", str(run), "--out", "out"]}[command]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, (res.output, res.exception)
+    line = res.output.strip().splitlines()[-1]
+    assert line.startswith("chaos: error:") and "Kafka 3.9.1 is not set up" in line, res.output
+    assert "details in" not in line and "minimal.yaml" not in line, line
+    assert _files(tmp_path) == before and not (tmp_path / "out").exists()   # a shrink that ran nothing leaves nothing
+
+
+def test_details_are_named_when_the_run_directory_exists(tmp_path):
+    from chaos.runner import BatchStopped, _stop_on_error
+
+    oc = RunOutcome("baseline", 0, 5, str(tmp_path / "run-000-seed-5"), "error", False, error="broker-1 exited")
+    with pytest.raises(BatchStopped) as err:
+        _stop_on_error(oc, [oc])
+    assert oc.details == "" and "details in" not in str(err.value)
+    (tmp_path / "run-000-seed-5").mkdir()
+    with pytest.raises(BatchStopped) as err:
+        _stop_on_error(oc, [oc])
+    assert oc.details == f" (details in {tmp_path / 'run-000-seed-5'})" and str(err.value).endswith(oc.details)
+
+
+def test_a_shrink_whose_first_run_recorded_an_error_says_where_and_logs_it(tmp_path):
+    from chaos.errors import InfrastructureError
+
+    run = _baseline_red(tmp_path / "r")
+
+    def broken(e, seed, run_dir):
+        run_dir.mkdir(parents=True)
+        (run_dir / "error.txt").write_text("Traceback ...")
+        return RunOutcome(e.name, 0, seed, str(run_dir), "error", False, error="broker-1 exited")
+
+    s = Shrinker(load_recorded(run), tmp_path / "out", budget_s=3600, run=broken)
+    with pytest.raises(InfrastructureError) as err:
+        s.shrink()
+    assert f"(details in {tmp_path / 'out' / 'runs' / '001-replay-try0'})" in str(err.value)
+    assert "minimal.yaml" not in str(err.value)                     # no failing experiment yet: none named
+    assert (tmp_path / "out" / "shrink-log.jsonl").is_file() and (tmp_path / "out" / "shrink.json").is_file()
 
 
 @pytest.mark.parametrize("name", [p.stem for p, e in catalogue() if isinstance(e, Experiment)])
