@@ -178,7 +178,7 @@ CASES = [
     ("missing-path", {}, ["plan", "nope/x.yaml"], ["nope/x.yaml: no such experiment file"]),
     ("misspelt-command", {}, ["chek"], ["no such command 'chek'", "did you mean check"]),
     ("unknown-command", {}, ["validate"], ["no such command 'validate' (see `chaos -h`)"]),
-    ("unknown-option", {}, ["plan", "baseline", "--sed", "3"], ["No such option: --sed", "chaos plan -h"]),
+    ("unknown-option", {}, ["plan", "baseline", "--sed", "3"], ["No such option '--sed'", "'--seed'", "chaos plan -h"]),
     ("missing-argument", {}, ["plan"], ["Missing argument 'EXPERIMENT'"]),
     ("seed-out-of-range", {}, ["plan", "baseline", "--seed", "-1"], ["--seed -1: a seed is an integer from 0"]),
     ("run-nothing", {}, ["run"], ["name at least one experiment"]),

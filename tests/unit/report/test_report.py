@@ -334,7 +334,7 @@ def test_bad_input_is_one_usage_error(tmp_path):
 def test_cli_exit_2_on_missing_dir(tmp_path):
     from chaos.report.command import report as report_cmd
 
-    res = CliRunner(mix_stderr=False).invoke(report_cmd, [str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(report_cmd, [str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines()[-1].startswith("chaos: error: ")
     assert "no such results directory" in res.stderr
