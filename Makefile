@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup setup-browser setup-docker demo test test-fast lint bench clean
+.PHONY: setup setup-browser setup-docker demo test test-all test-fast lint bench clean
 
 # Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
@@ -40,12 +40,17 @@ setup-docker: $(STAMP)
 
 # the docker tests run with an engine of their own inside a network namespace of their own
 test: setup setup-browser setup-docker lint
-	$(BIN)/python -m pytest --ignore=tests/docker
+	$(BIN)/python -m pytest --ignore=tests/docker $(SLOW)
 	@# images are built in the root namespace (debootstrap needs Debian's mirror; the test namespace has
 	@# only loopback), into the engine's data root that the namespaced engine then uses
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images
 	PYTHON=$(BIN)/python scripts/docker-engine.sh run -- $(BIN)/python -m chaos.cluster.images 4.4.0
-	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker
+	PYTHON=$(BIN)/python scripts/docker-engine.sh run --netns kafka-chaos-test -- $(BIN)/python -m pytest tests/docker $(SLOW)
+
+# nightly size (docs/testing.md): make test plus every test marked slow — more seeds, every catalogue variant
+# and example, spark-submit, the nightly-mixed shrink. For a nightly CI job, not for every change.
+test-all: SLOW := --run-slow
+test-all: test
 
 # ruff and mypy (config in pyproject.toml); silent when clean
 lint: setup

@@ -127,7 +127,12 @@ class ChaosTest:
     """One recorded run driven by test code, judged at :meth:`finish` (a :class:`chaos.lifecycle.Run`)."""
 
     def __init__(self, cluster, run_dir: Path, *, seed: int = 1, partitions: int = 6,
-                 checkers: list[CheckerName] | None = None, bounds: CheckerBounds | None = None):
+                 checkers: list[CheckerName] | None = None, bounds: CheckerBounds | None = None,
+                 warmup_timeout_s: float = Phases().warmup_timeout_s, quiesce_s: float = Phases().quiesce_s):
+        """``warmup_timeout_s`` bounds the wait for every member's first assignment in :meth:`consumer_group`;
+        ``quiesce_s`` the wait for the group to commit every record in :meth:`finish` (the
+        :class:`~chaos.model.experiment.Phases` of an experiment file, with the same defaults)."""
+        self.phases = Phases(warmup_s=0, chaos_s=0, heal_s=0, warmup_timeout_s=warmup_timeout_s, quiesce_s=quiesce_s)
         self.cluster = cluster
         self.run_dir = Path(run_dir)
         self.seed = seed
@@ -154,7 +159,7 @@ class ChaosTest:
         spec = WorkloadSpec(partitions=self.partitions, consumers=specs, producers=(),
                             replication=min(3, self.cluster.spec.brokers))
         exp = Experiment(name="pytest", backend=self.cluster.backend_name, cluster=self.cluster.spec, workload=spec,
-                         phases=Phases(warmup_s=0, chaos_s=0, heal_s=0))
+                         phases=self.phases)
         self.lifecycle = Run(self.cluster, exp, self.run_dir, self.seed, handler=handler_ref(handler),
                              source={"name": "pytest", "source": "chaos.harness"},
                              checkers=self.checkers, bounds=self.bounds).start()

@@ -97,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--run-slow"):
         return
-    skip = pytest.mark.skip(reason="nightly-size: pass --run-slow")
+    skip = pytest.mark.skip(reason="nightly-size: in make test-all (--run-slow)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

@@ -322,7 +322,11 @@ class WorkloadRun:
         return True
 
     def quiesce(self, timeout: float = 60.0) -> bool:
-        """Stop producers, then wait (at most ``timeout`` s) until committed offsets reach every high watermark."""
+        """Stop producers, then wait (at most ``timeout`` s) until committed offsets reach every high watermark.
+
+        The wait also ends (False) once no member process is alive: nothing is left that could commit, so the
+        rest of the bound would be waited out for nothing (members that died of their handler, say). Killed
+        members were restarted by the heal before this phase; none is started during it."""
         self.phase(RunPhase.QUIESCE)
         deadline = time.monotonic() + timeout
         # producers with a record count finish on their own (bounded); the others are stopped now
@@ -332,6 +336,8 @@ class WorkloadRun:
                     time.sleep(0.1)
             proc.terminate(grace=40)
         while time.monotonic() < deadline:
+            if self.members and not any(proc.alive() for proc in self.members.values()):
+                return False
             try:
                 high = self._high_watermarks()
                 assert self.admin is not None  # set when the run started

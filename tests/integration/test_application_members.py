@@ -123,7 +123,7 @@ def test_an_application_member_that_cannot_run_is_one_line_naming_it(kafka_clust
 
 
 def test_a_command_that_never_joins_is_named_after_the_warm_up(kafka_cluster, tmp_path):
-    test = ChaosTest(kafka_cluster, tmp_path / "run", seed=4)
+    test = ChaosTest(kafka_cluster, tmp_path / "run", seed=4, warmup_timeout_s=8)  # joins in ~2 s when it does
     with pytest.raises(UsageError) as err:
         try:
             test.consumer_group(members=1, command=[sys.executable, "-c", "print('waiting for nothing', flush=True); "

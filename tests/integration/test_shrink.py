@@ -6,7 +6,8 @@ more faults that make no rebalance of their own — latency on two members' link
 consumer-0 far shorter than its session timeout. The replay of that run fails the same checker again, and
 the shrink, every candidate run on the cluster, ends with at most two faults and an experiment file that
 loads. One run per candidate: a candidate that fails most of the time and passed once keeps a fault that
-is not needed, which still leaves at most two of the four.
+is not needed, which still leaves at most two of the four. Every run has the quiesce bound the tests give a
+wrong consumer (``tests/catalogue.py``).
 
 The nightly-size case — ``tests/integration/experiments/nightly-mixed-broken.yaml``, six seeded faults
 around the same broken member — is opt-in (``--run-slow``): its shrink takes about ten minutes.
@@ -23,9 +24,9 @@ from chaos.experiment import Experiment, FaultSpec, load_experiment
 from chaos.replay import as_fired, load_recorded, read_verdict
 from chaos.runner import judge_once, run_experiments
 from chaos.shrink import Shrinker
+from tests.catalogue import wrong_consumer
 
 HERE = Path(__file__).resolve().parent
-EXPERIMENTS = HERE.parents[1] / "experiments"
 
 NOISE = [
     FaultSpec(type="latency", target="member", node="consumer-0", params={"latency_ms": 200}, duration_s=2,
@@ -37,7 +38,7 @@ NOISE = [
 
 
 def _noisy() -> Experiment:
-    exp = load_experiment(EXPERIMENTS / "wrong-ignore-revoke.yaml")
+    exp = wrong_consumer("wrong-ignore-revoke")
     faults = sorted([*exp.faults, *NOISE], key=lambda f: f.trigger.at_s or 0.0)
     return exp.model_copy(update={"name": "wrong-ignore-revoke-noisy", "faults": tuple(faults)})
 
@@ -73,8 +74,9 @@ def test_replay_of_a_red_run_fails_the_same_checker(kafka_cluster, red_run, tmp_
 def test_shrink_finds_at_most_two_faults_and_writes_a_loadable_experiment(kafka_cluster, red_run, tmp_path):
     rec = load_recorded(red_run)
     lines: list[str] = []
-    # the fault list is shrunk first (a handful of runs); the budget ends the search in the later steps
-    s = Shrinker(rec, tmp_path / "shrunk", budget_s=420, tries=1, confirm=1,
+    # the fault list is shrunk first (the replay and four candidate runs of about 20 s each); the budget ends the
+    # search in the later steps (chaos phase, durations, members, partitions: make test-all's nightly-size shrinks)
+    s = Shrinker(rec, tmp_path / "shrunk", budget_s=160, tries=1, confirm=1,
                  checkers=frozenset({"ownership-time"}), run=_on(kafka_cluster), say=lines.append)
     best = s.shrink()
     summary = json.loads((tmp_path / "shrunk" / "shrink.json").read_text())
@@ -114,7 +116,7 @@ def test_shrink_of_a_broken_nightly_mixed_run_ends_with_at_most_two_faults(tmp_p
 def test_shrink_of_each_wrong_consumer_ends_with_at_most_two_faults(kafka_cluster, tmp_path, name):
     """The catalogue's wrong consumers, as recorded: each shrinks to at most two faults (the first two need
     none — committing before processing and skipping records show without any fault)."""
-    exp = load_experiment(EXPERIMENTS / f"{name}.yaml")
+    exp = wrong_consumer(name)
     kafka_cluster.heal()
     oc = judge_once(kafka_cluster, exp, 5200, tmp_path / "recorded")
     wanted = frozenset(c.value for c in exp.expect_violation)

@@ -1,9 +1,10 @@
-"""Shared fixtures for the report tests: one archive, one SparkSession, one report per session.
+"""Session fixtures of the report tests: one archive, one SparkSession, one report per session.
 
 The archive is ``fixtures/archive/build_archive.py``'s: the five histories recorded from
 real runs (flat layout) and every hand-made history (nightly layout, two nights), each
 judged by the real checkers. Building the report is the expensive part (a Spark job),
-so it runs once and the tests read its outputs.
+so it runs once and the tests read its outputs: the unit report tests, and the standalone-master
+test (``tests/integration/test_spark_cluster.py``), which compares its report with this one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _builder():
