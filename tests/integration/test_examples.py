@@ -6,8 +6,8 @@ is run there with the venv's ``chaos`` in a subprocess (``PATH`` starting with t
 are read from ``chaos run --json`` and each run's ``checks.json``; the broken variants' text from
 ``chaos check RUN_DIR``, the text a user reads, which must start with what happened to the run.
 
-One ``chaos run`` per example directory (python-service: one for ``make test``'s two experiments, one for the
-other two in ``make test-all``): its experiments share one cluster (the runner's pool).
+One ``chaos run`` per example directory (python-service and black-box: one for what ``make test`` runs, one for
+what ``make test-all`` adds): its experiments share one cluster (the runner's pool).
 """
 
 from __future__ import annotations
@@ -236,7 +236,14 @@ def test_an_interceptor_that_cannot_be_loaded_is_one_line_naming_the_member(java
 @pytest.fixture(scope="module")
 def black_box(tmp_path_factory) -> dict[str, dict[str, Any]]:
     cwd = _copy("black-box", tmp_path_factory.mktemp("outside-the-repo"))
-    return _run(cwd, "black-box.yaml", "black-box-reporting.yaml", "broken-commit-before-process.yaml")
+    return _run(cwd, "black-box.yaml", "broken-commit-before-process.yaml")
+
+
+@pytest.fixture(scope="module")
+def black_box_reporting(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """make test-all: the reporting variant (parsing the reports: tests/unit/workload/test_processed_reports.py)."""
+    cwd = _copy("black-box", tmp_path_factory.mktemp("outside-the-repo"))
+    return _run(cwd, "black-box-reporting.yaml")
 
 
 def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(black_box):
@@ -258,8 +265,9 @@ def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_a
     assert not [i for i in o["incidents"] if i["kind"] == "never_joined"], o["incidents"]
 
 
-def test_a_process_reporting_what_it_processed_on_the_output_topic_is_judged_for_delivery(black_box):
-    o = black_box["black-box-reporting"]
+@pytest.mark.slow
+def test_a_process_reporting_what_it_processed_on_the_output_topic_is_judged_for_delivery(black_box_reporting):
+    o = black_box_reporting["black-box-reporting"]
     verdicts = _verdicts(o)
     assert "false" not in verdicts.values(), verdicts
     # every member's reports became its consumed events: delivery is judged, on every record acknowledged
