@@ -66,7 +66,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("chaos_experiments", "directory of the experiment catalogue", default="experiments")
 
 
+#: kafka-python 3.0.12 loads its protocol schemas with ``importlib.resources.read_text`` (which calls
+#: ``open_text``), deprecated on Python 3.11-3.12 and undeprecated in 3.13: two DeprecationWarnings per schema,
+#: over 200 lines under every test session that imports ``kafka``, none of them the user's to fix
+KAFKA_PYTHON_WARNINGS = (
+    "ignore:read_text is deprecated:DeprecationWarning:kafka.protocol.schemas.load_json",
+    "ignore:open_text is deprecated:DeprecationWarning:importlib.resources._legacy",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for line in KAFKA_PYTHON_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
     config.addinivalue_line("markers", "integration: starts real Kafka/ZooKeeper/Toxiproxy processes")
     config.addinivalue_line("markers", "slow: nightly-size suite, runs only with --run-slow")
     config.addinivalue_line("markers", "chaos(experiment=None, seed=None, runs=None): parameters for run_experiment "

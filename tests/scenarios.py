@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 import uuid
 
-from kafka.admin import NewTopic
-
 from chaos.cluster.admin import retry
 from chaos.nemesis.faults import Primitives
 
@@ -22,8 +20,8 @@ def isr_shrinks_under_a_pairwise_partition(cluster) -> None:
     leader, peer = [b for b in ("broker-1", "broker-2", "broker-3") if b != controller]
     ids = {b: int(b.split("-")[1]) for b in ("broker-1", "broker-2", "broker-3")}
     topic = f"part-{uuid.uuid4().hex[:6]}"
-    cluster.admin._call(lambda c: c.create_topics([NewTopic(
-        topic, -1, -1, replica_assignments={0: [ids[leader], ids[peer], ids[controller]]})]))
+    cluster.admin._call(lambda c: c.create_topics(
+        {topic: {"assignments": {0: [ids[leader], ids[peer], ids[controller]]}}}))
     retry(lambda: True if all(p["leader"] == ids[leader] and len(p["isr"]) == 3
                               for p in cluster.admin.partitions(topic)) else None,
           time.monotonic() + 30, "full ISR led by the preferred replica")

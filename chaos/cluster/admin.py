@@ -18,30 +18,31 @@ Python and fails with exceptions instead.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+import kafka.errors
+from kafka.admin import KafkaAdminClient
 from kafka.errors import (
     Cancelled,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    NoBrokersAvailable,
     NodeNotReadyError,
     TopicAlreadyExistsError,
+    UnknownBrokerIdError,
 )
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from chaos.errors import InfrastructureError, UsageError
 
 T = TypeVar("T")
-
-#: protocol level to speak: every broker this project runs (2.8-3.9) supports it,
-#: and fixing it avoids kafka-python's version probing against dying nodes.
-API_VERSION = (2, 8)
 
 
 #: Kafka error codes that describe a state on its way to settling, not a failure (Kafka's
@@ -75,6 +76,60 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}{f' ({name})' if name else ''}: {exc}"[:300]
 
 
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    """One member as DescribeGroups lists it. ``assignment`` and ``subscription`` are decoded from the
+    consumer protocol's bytes (the coordinator's copy of the leader's SyncGroup assignment and of the
+    member's JoinGroup subscription); empty while the member has none, or when they are not the consumer
+    protocol's."""
+
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[tuple[str, int], ...]
+    subscription: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A DescribeGroups answer for one classic group: ``state`` as Kafka names it (``Stable``,
+    ``PreparingRebalance``, ``CompletingRebalance``, ``Empty``, ``Dead`` for a group the coordinator does not
+    hold), ``protocol`` the assignor the generation chose (empty while there is none)."""
+
+    group: str
+    state: str
+    protocol: str
+    members: tuple[DescribedMember, ...]
+
+
+def _decoded(decode: Callable[[bytes], Any], data: Any) -> Any:
+    """A member's consumer-protocol bytes decoded, or None (empty, or another protocol's bytes)."""
+    if not data:
+        return None
+    try:
+        return decode(bytes(data))
+    except (struct.error, ValueError, IndexError, KafkaError):
+        return None
+
+
+def group_description(described: Any) -> GroupDescription:
+    """A ``DescribeGroupsResponse`` group as a :class:`GroupDescription`; its error (e.g.
+    COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) raised as kafka-python's exception for the code."""
+    if described.error_code:
+        raise kafka.errors.for_code(described.error_code)(described.error_message or described.group_id)
+    members = []
+    for m in described.members:
+        assignment = _decoded(ConsumerProtocolAssignment.decode, m.member_assignment)
+        subscription = _decoded(ConsumerProtocolSubscription.decode, m.member_metadata)
+        members.append(DescribedMember(
+            member_id=m.member_id, client_id=m.client_id, host=m.client_host,
+            assignment=tuple(sorted((t.topic, p) for t in (assignment.assigned_partitions if assignment else ())
+                                    for p in t.partitions)),
+            subscription=tuple(sorted(subscription.topics or ())) if subscription else ()))
+    return GroupDescription(described.group_id, described.group_state, described.protocol_data or "",
+                            tuple(sorted(members, key=lambda m: m.member_id)))
+
+
 class ClusterAdmin:
     """Admin operations against one cluster; each request is bounded by ``timeout``.
 
@@ -93,8 +148,9 @@ class ClusterAdmin:
         for attempt in range(attempts):
             try:
                 return self._call_once(fn)
-            # Cancelled: the connection a request was in flight on closed (its broker was just killed)
-            except (KafkaConnectionError, NodeNotReadyError, NoBrokersAvailable, KafkaTimeoutError, Cancelled):
+            # Cancelled: the connection a request was in flight on closed (its broker was just killed);
+            # KafkaTimeoutError also when no bootstrap server answered (kafka-python 3: "Unable to bootstrap")
+            except (KafkaConnectionError, NodeNotReadyError, KafkaTimeoutError, Cancelled):
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.3 * (attempt + 1))
@@ -104,17 +160,45 @@ class ClusterAdmin:
         with self._lock:
             try:
                 if self._client is None:
-                    self._client = KafkaAdminClient(
-                        bootstrap_servers=self._servers(), client_id="chaos-admin", api_version=API_VERSION,
-                        request_timeout_ms=int(self.timeout * 1000), reconnect_backoff_max_ms=500,
-                        metadata_max_age_ms=1000,
-                    )
+                    self._client = self._open()
                 return fn(self._client)
             except Exception:
                 # a failed request can leave the client pinned to a dead node;
                 # a fresh one re-bootstraps through the proxies
                 self._close_client()
                 raise
+
+    def _open(self) -> KafkaAdminClient:
+        """A client bootstrapped through the proxies within ``timeout``.
+
+        kafka-python 3 starts the client's IO thread before it bootstraps and leaves it running when
+        bootstrapping fails (the constructor raises, no client to close): it is stopped here. Request
+        versions are negotiated per connection (ApiVersions), so no ``api_version`` is fixed."""
+        ms = int(self.timeout * 1000)
+        client = KafkaAdminClient.__new__(KafkaAdminClient)
+        try:
+            client.__init__(bootstrap_servers=self._servers(), client_id="chaos-admin", request_timeout_ms=ms,
+                            bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=500, metadata_max_age_ms=1000)
+        except BaseException:
+            for stop in (lambda: client._client.close(), lambda: client._net.stop(timeout_ms=ms)):
+                try:
+                    stop()
+                except Exception:  # noqa: BLE001 - a half-built client: stop what was started
+                    pass
+            raise
+        return client
+
+    @staticmethod
+    def _send(c: KafkaAdminClient, request: Any, node_id: int | None = None) -> Any:
+        """``request``'s response from broker ``node_id`` (any broker when None), run on the client's IO
+        thread; an error the request itself failed with (connection lost, timeout) is raised. A broker
+        this client's metadata does not list yet (just restarted, just named coordinator) is
+        ``NodeNotReadyError``, retried with a fresh client, not kafka-python's definite
+        ``UnknownBrokerIdError``."""
+        try:
+            return c._manager.run(c._manager.send, request, node_id)
+        except UnknownBrokerIdError:
+            raise NodeNotReadyError(node_id) from None
 
     def _servers(self) -> list[str]:
         return (self._bootstrap() if callable(self._bootstrap) else self._bootstrap).split(",")
@@ -158,8 +242,11 @@ class ClusterAdmin:
                                           f"last saw {last}")
             time.sleep(0.2)
 
-    def _metadata(self, topics: list[str] | None) -> dict[str, Any]:
-        return self._call(lambda c: c._get_cluster_metadata(topics=topics).to_object())
+    def _metadata(self, topics: list[str], node_id: int | None = None) -> Any:
+        """A ``MetadataResponse`` for ``topics`` ([]: brokers and controller only), from ``node_id`` if given."""
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                                  allow_auto_topic_creation=False)
+        return self._call(lambda c: self._send(c, request, node_id))
 
     def controller_id(self, wait: bool = True) -> int | None:
         """The broker id the cluster names as controller.
@@ -168,14 +255,14 @@ class ClusterAdmin:
         bounded; without, None means "none right now".
         """
         def ask() -> int | None:
-            cid = self._metadata([])["controller_id"]
+            cid = self._metadata([]).controller_id
             return None if cid is None or cid < 0 else cid
 
         return self.settled(ask, "the cluster to name a controller") if wait else ask()
 
     def broker_ids(self) -> list[int]:
         """Brokers registered now (the metadata cache follows ZooKeeper's /brokers/ids)."""
-        return sorted(b["node_id"] for b in self._metadata([])["brokers"])
+        return sorted(b.node_id for b in self._metadata([]).brokers)
 
     def brokers_seen_by(self, broker_id: int) -> list[int]:
         """The live brokers in ``broker_id``'s own metadata cache.
@@ -186,33 +273,30 @@ class ClusterAdmin:
         brokers: 2"). Asking one broker tells nothing about another's view, so
         a cluster is whole only when every broker sees every broker.
         """
-        def ask(c: KafkaAdminClient) -> list[int]:
-            # v4: every broker of 1.0+ answers it; Kafka 4.0 removed v0-v3 (KIP-896)
-            future = c._send_request_to_node(broker_id, MetadataRequest[4](topics=[], allow_auto_topic_creation=False))
-            c._wait_for_futures([future])
-            return sorted(b["node_id"] for b in future.value.to_object()["brokers"])
-
-        return self._call(ask)
+        # the version is negotiated with that broker (ApiVersions): Kafka 4.0 removed Metadata v0-v3 (KIP-896)
+        return sorted(b.node_id for b in self._metadata([], broker_id).brokers)
 
     def cluster(self) -> tuple[int | None, list[int]]:
         md = self._metadata([])
-        cid = md["controller_id"]
-        return (None if cid is None or cid < 0 else cid), sorted(b["node_id"] for b in md["brokers"])
+        cid = md.controller_id
+        return (None if cid is None or cid < 0 else cid), sorted(b.node_id for b in md.brokers)
 
     def _partitions_once(self, topic: str) -> list[dict[str, Any]]:
         md = self._metadata([topic])
-        for t in md["topics"]:
-            if t["topic"] == topic:
-                code = t["error_code"]
+        for t in md.topics:
+            if t.name == topic:
+                code = t.error_code
                 if code in TRANSIENT_CODES:
                     raise MetadataPending(f"topic {topic}: {TRANSIENT_CODES[code]} ({code})")
                 if code != 0:
                     raise InfrastructureError(f"metadata for topic {topic}: error code {code}")
-                return sorted(t["partitions"], key=lambda p: p["partition"])
+                return sorted(({"partition": p.partition_index, "leader": p.leader_id, "replicas": list(p.replica_nodes),
+                                "isr": list(p.isr_nodes), "error_code": p.error_code} for p in t.partitions),
+                              key=lambda p: p["partition"])
         raise MetadataPending(f"topic {topic} missing from the metadata answer")
 
     def partitions(self, topic: str, wait: bool = True) -> list[dict[str, Any]]:
-        """Partition metadata of ``topic``: dicts with partition, leader, replicas, isr.
+        """Partition metadata of ``topic``: dicts with partition, leader (-1: none), replicas, isr, error_code.
 
         A topic just created answers UNKNOWN_TOPIC_OR_PARTITION from a broker whose metadata cache
         the controller has not updated yet (ZooKeeper mode: UpdateMetadata is asynchronous); that is
@@ -244,19 +328,41 @@ class ClusterAdmin:
         observation).
         """
         def ask() -> int | None:
-            coord = self._call(lambda c: c._find_coordinator_ids([group])[group])
+            coord = self._call(lambda c: self._find_coordinator(c, group))
             return None if coord is None or coord < 0 else coord
 
         return self.settled(ask, f"the coordinator of group {group}") if wait else ask()
 
-    def describe_group(self, group: str, coordinator: int | None = None, wait: bool = True):
-        """DescribeGroups at the coordinator (kafka-python ``GroupInformation``).
+    def _find_coordinator(self, c: KafkaAdminClient, group: str) -> int:
+        """FindCoordinator for ``group``, asked every time (kafka-python's admin caches the answer, and a
+        coordinator that moved must be seen): the batched form (v4+, KIP-699, Kafka 3.0+) where the broker
+        has it, else v0-v3. An error answer (COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` is
+        created or its leader moves) is raised."""
+        if c._manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
+            answer = self._send(c, FindCoordinatorRequest(key_type=0, coordinator_keys=[group], min_version=4))
+            found = next(x for x in answer.coordinators if x.key == group)
+        else:
+            found = self._send(c, FindCoordinatorRequest(key=group, key_type=0, max_version=3))
+        if found.error_code:
+            raise kafka.errors.for_code(found.error_code)(found.error_message or group)
+        return int(found.node_id)
+
+    def describe_group(self, group: str, coordinator: int | None = None, wait: bool = True) -> GroupDescription:
+        """DescribeGroups at the coordinator (``coordinator``, or the one FindCoordinator names now).
 
         With ``wait`` COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR are waited through, bounded
         (a coordinator that moved is asked again by FindCoordinator when none was given).
         """
-        def ask():
-            return self._call(lambda c: c.describe_consumer_groups([group], group_coordinator_id=coordinator)[0])
+        def once(c: KafkaAdminClient) -> GroupDescription:
+            node = coordinator if coordinator is not None else self._find_coordinator(c, group)
+            # at most v5: from v6 (Kafka 4.0) a group that is not classic, or absent, is an error
+            # (GROUP_ID_NOT_FOUND) instead of state Dead, which the observer reads (chaos.workload.observer)
+            answer = self._send(c, DescribeGroupsRequest(groups=[group], include_authorized_operations=False,
+                                                         max_version=5), node)
+            return group_description(next(g for g in answer.groups if g.group_id == group))
+
+        def ask() -> GroupDescription:
+            return self._call(once)
 
         return self.settled(ask, f"a description of group {group}") if wait else ask()
 
@@ -264,9 +370,16 @@ class ClusterAdmin:
                           coordinator: int | None = None) -> dict[tuple[str, int], int]:
         """OffsetFetch for every partition the group committed: {(topic, partition): next offset}; at broker
         ``coordinator`` when given (else at the one FindCoordinator names)."""
-        def ask() -> dict[tuple[str, int], int]:
-            res = self._call(lambda c: c.list_consumer_group_offsets(group, group_coordinator_id=coordinator))
+        def once(c: KafkaAdminClient) -> dict[tuple[str, int], int]:
+            node = coordinator if coordinator is not None else self._find_coordinator(c, group)
+            # the admin's own OffsetFetch (the batched v8+ form where the broker has it), sent to ``node``:
+            # its list_group_offsets asks only the coordinator FindCoordinator names
+            ((_, request),) = c._list_group_offsets_requests({group: None})
+            res = c._list_group_offsets_process_response(self._send(c, request, node), group_id=group)[group]
             return {(tp.topic, tp.partition): om.offset for tp, om in res.items()}
+
+        def ask() -> dict[tuple[str, int], int]:
+            return self._call(once)
 
         return self.settled(ask, f"the committed offsets of group {group}") if wait else ask()
 
@@ -276,7 +389,7 @@ class ClusterAdmin:
         lists all ``partitions`` with a leader — what a producer or consumer needs next."""
         try:
             self._call(lambda c: c.create_topics(
-                [NewTopic(topic, partitions, replication, topic_configs=configs or {})],
+                {topic: {"num_partitions": partitions, "replication_factor": replication, "configs": configs or {}}},
                 timeout_ms=int(self.timeout * 1000)))
         except TopicAlreadyExistsError:
             pass
@@ -305,12 +418,12 @@ class ClusterAdmin:
         group may be configured before it exists: members joining afterwards get the values with
         their first heartbeat (seen: a 3000 ms session fenced a member frozen for 8 s).
 
-        This is the one admin call made with confluent-kafka's AdminClient (kafka-python 2.2 has no
-        IncrementalAlterConfigs): a client per call, meant for run setup on a healthy cluster — see
-        the module docstring for librdkafka admin requests aborting the process when a connection
-        drops under them. Transient errors are retried, bounded (:meth:`settled`); a definite refusal
-        (out of bounds, unknown config, a broker without group configs) is one :class:`InfrastructureError`
-        line naming the configs and Kafka's reason.
+        This is the one admin call made with confluent-kafka's AdminClient (written when kafka-python,
+        then 2.2, had no IncrementalAlterConfigs; 3.0 has one, not adopted here): a client per call,
+        meant for run setup on a healthy cluster — see the module docstring for librdkafka admin
+        requests aborting the process when a connection drops under them. Transient errors are retried,
+        bounded (:meth:`settled`); a definite refusal (out of bounds, unknown config, a broker without
+        group configs) is one :class:`InfrastructureError` line naming the configs and Kafka's reason.
         """
         if not configs:
             return
@@ -345,7 +458,7 @@ class ClusterAdmin:
         self.settled(ask, f"the configs of group {group}")
 
     def create_partitions(self, topic: str, total: int) -> None:
-        self._call(lambda c: c.create_partitions({topic: NewPartitions(total)}, timeout_ms=int(self.timeout * 1000)))
+        self._call(lambda c: c.create_partitions({topic: total}, timeout_ms=int(self.timeout * 1000)))
 
 
 def retry(fn: Callable[[], T | None], deadline: float, what: str, interval: float = 0.2) -> T:

@@ -5,9 +5,10 @@ kafka-chaos stops an ``app`` member with SIGTERM, which raises ``SystemExit`` in
 signal handler at the next bytecode boundary of the main thread, so a signal that arrives while librdkafka
 works in C is handled at the first bytecode of the next Python callback it calls: the rebalance callback,
 before any ``try`` of it. The exception then skips the recording of a revocation that the library still
-carries out (confluent-kafka's ``Consumer_rebalance_cb`` unassigns when the callback did not; kafka-python's
-coordinator goes on with the join), and the ownership checkers see the partitions held by two members. The
-python-service example (``orders-paused-past-session-timeout``) failed so once: the teardown stopped
+carries out (confluent-kafka's ``Consumer_rebalance_cb`` unassigns when the callback did not), and the
+ownership checkers see the partitions held by two members (kafka-python 3 runs its rebalance callbacks on its
+own IO thread, where no signal handler runs). The python-service example
+(``orders-paused-past-session-timeout``) failed so once: the teardown stopped
 consumer-0, whose leave started a rebalance, and signalled consumer-1 a few milliseconds later; consumer-1's
 next recorded event was generation 5's assignment, generation 4's partitions never revoked (the cause as
 the history shows it; the moment of the signal inside the callback is inferred, not seen).

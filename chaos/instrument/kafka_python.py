@@ -3,52 +3,64 @@
 A **subclass** of the library's class (``kafka.consumer.group.KafkaConsumer``), as
 :mod:`chaos.instrument.consumer` is for confluent-kafka: every method the application uses is the
 library's own, ``isinstance(c, kafka.KafkaConsumer)`` holds also for code that captured the class
-before the hook ran. Classic protocol only (kafka-python has no KIP-848 consumer, and 2.2.15 neither
-the cooperative protocol, KIP-429, nor static membership, KIP-345): ``protocol`` is always ``eager``.
+before the hook ran. Written against kafka-python 3.0.12 (the pinned release) and only that: the
+hook wraps coordinator methods that are not a public API. Classic protocol only (kafka-python has no
+KIP-848 consumer); ``protocol`` is ``cooperative`` when the application's assignors are (KIP-429,
+``CooperativeStickyAssignor``), else ``eager``.
+
+Threads: kafka-python 3 runs the group protocol, rebalance listeners and every request on its own IO
+thread; the application's thread blocks in ``poll``/``commit``/``close`` while their coroutine runs
+there. A synchronous listener that calls a blocking consumer method (``commit()``) is refused by the
+library (``RuntimeError``, re-raised from ``poll`` as ``KafkaError``); an
+``AsyncConsumerRebalanceListener`` can ``await consumer.commit_async(offsets)``.
 
 What is recorded (:class:`chaos.instrument.recorder.Recorder`, events of :mod:`chaos.history.event`):
 
 * ``member_start`` when built, from ``KafkaConsumer.config`` (the library's defaults already merged:
-  ``enable_auto_commit`` true, ``auto_commit_interval_ms`` 5000, ``session_timeout_ms`` 10000,
-  ``max_poll_interval_ms`` 300000, assignors range then roundrobin);
-* ``assigned`` *before* the application's ``on_partitions_assigned`` runs and ``revoked`` *after*
-  its ``on_partitions_revoked`` returns (even if it raises; the library logs and swallows that), the
-  order of the confluent wrapper and KIP-429's. The listener kafka-python is given wraps the
-  application's (``subscribe(topics, listener=...)``; one is installed when the application gives
-  none, and for topics passed to the constructor). kafka-python calls ``on_partitions_revoked`` with
-  an empty set before the first join: not a revocation, not recorded. It has no
-  ``on_partitions_lost``: a member that fell out of the group sees its partitions revoked at the next
-  rejoin (``ConsumerCoordinator._on_join_prepare``), recorded then, with no generation (it was reset);
+  ``enable_auto_commit`` true, ``auto_commit_interval_ms`` 5000, ``session_timeout_ms`` 45000 — 30000
+  against brokers before 3.0, KIP-735 —, ``max_poll_interval_ms`` 300000, assignors range then
+  roundrobin) and ``group_instance_id`` (static membership, KIP-345);
+* ``assigned`` *before* the application's ``on_partitions_assigned`` runs and ``revoked`` / ``lost``
+  *after* its ``on_partitions_revoked`` / ``on_partitions_lost`` returns (even if it raises; the
+  library logs it and raises it again from ``poll``), the order of the confluent wrapper and KIP-429's,
+  ``incremental`` under the cooperative protocol. The listener kafka-python is given wraps the
+  application's, synchronous or asynchronous (``subscribe(topics, listener=...)``; one is installed
+  when the application gives none, and for topics passed to the constructor). kafka-python calls
+  ``on_partitions_revoked`` with an empty set before the first join: not a revocation, not recorded.
+  A member that fell out of the group gets ``on_partitions_lost`` at its next rejoin or on close
+  (``ConsumerCoordinator._on_join_prepare_async`` / ``_on_close_prepare_async``), recorded then, with
+  no generation (it was reset);
 * records returned by ``poll`` and by iteration (``for msg in consumer``: each record when
   ``__next__`` returns it), with the generation the client reports then, as ``consumed`` once
   processed (:mod:`chaos.instrument.ledger`: at the next ``poll``/``__next__``/``close``, or exactly
   with :func:`chaos.instrument.processed`). Iteration polls internally with ``update_offsets=False``;
   that inner poll is not a hand-over and is not recorded;
-* every commit, at the coordinator's two entry points every commit path goes through
-  (``ConsumerCoordinator.commit_offsets_sync`` / ``commit_offsets_async``, wrapped on this consumer's
-  coordinator only): the application's ``commit()`` / ``commit(offsets)`` (a synchronous commit that
-  retries retriable errors is one event, stamped at the call, answered when it returns),
-  ``commit_async(offsets, callback)`` (stamped at the call, answered when the OffsetCommit response
-  arrives — ``_do_commit_offsets_async``'s future — or when a coordinator lookup fails; the
-  application's callback still runs when kafka-python runs it), and auto commits (``auto``: in
-  ``poll``, before a rebalance, in ``close``). Outcome from kafka-python's exception, classified by
-  :mod:`chaos.outcome` (:func:`chaos.workload.clients.kafka_python.commit_error`); an asynchronous
-  commit not answered by ``close`` is ``unknown``;
+* every commit, where every commit path meets on this consumer's coordinator (wrapped on it only):
+  the coroutine every synchronous commit runs, ``ConsumerCoordinator._commit_offsets_sync_async`` —
+  the application's ``commit()`` / ``commit(offsets)`` (one that retries retriable errors is one
+  event, stamped when it starts, answered when it ends), the auto commit before a rebalance and the one
+  in ``close`` —, and ``commit_offsets_async`` — ``commit_async(offsets, callback)`` and the auto
+  commits of ``poll`` (stamped at the call, answered when the OffsetCommit response arrives —
+  ``_do_commit_offsets_async``'s future — or when a coordinator lookup fails; the application's
+  callback still runs when kafka-python runs it). Commits the application did not ask for are
+  ``auto``. Outcome from kafka-python's exception, classified by :mod:`chaos.outcome`
+  (:func:`chaos.workload.clients.kafka_python.commit_error`); an asynchronous commit not answered by
+  ``close`` is ``unknown``;
 * exceptions raised by ``poll`` / iteration as ``error`` (not fatal: kafka-python has no notion of a
   fatal client error, the application decides);
 * ``close`` → ``member_stop`` clean=true after the library's close returns (false if it raised).
-  kafka-python's close leaves the group without calling ``on_partitions_revoked``: the stop itself
-  ends the member's ownership.
+  kafka-python's close commits (auto), calls ``on_partitions_revoked`` (``on_partitions_lost`` when
+  the member was already out of the group) — recorded — and leaves the group.
 
-Generation and member id: kafka-python keeps them privately on the coordinator
-(``KafkaConsumer._coordinator``); :func:`generation_view` reads them as our own members do
-(:mod:`chaos.workload.clients.kafka_python`, which says why ``_generation`` is the value stamped on
-OffsetCommit). A version that keeps them elsewhere, or a generation reset to -1, is recorded as
+Generation and member id: :func:`generation_view` reads the coordinator's ``group_metadata()`` as our
+own members do (:mod:`chaos.workload.clients.kafka_python`, which says why that is the value stamped on
+OffsetCommit). A generation reset to -1, or a coordinator without that method, is recorded as
 ``null`` ("the client could not tell", docs/architecture.md, "The history") — never guessed.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,7 +68,8 @@ from typing import Any
 
 import kafka
 from kafka.consumer.group import KafkaConsumer as _Library
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
+from kafka.coordinator.assignors.abstract import RebalanceProtocol as LibraryProtocol
 from kafka.errors import KafkaError
 
 from chaos.history.event import Kind
@@ -73,30 +86,22 @@ LibraryConsumer = _Library
 def generation_view(coordinator: Any) -> View:
     """(generation, member id) the coordinator holds now; None for what it cannot tell.
 
-    kafka-python 2.x: ``_generation`` (a ``Generation``; ``generation_id`` -1 after
-    ``reset_generation``), read under the coordinator's lock (a ``threading.Condition``, reentrant, so
-    also from the rebalance listener, which runs with it held). Older releases kept
-    ``_generation_id`` / ``_member_id`` (or ``generation`` / ``member_id``) as plain attributes.
+    kafka-python 3: ``group_metadata()``, a ``ConsumerGroupMetadata`` snapshot of the coordinator's
+    ``Generation`` taken under its lock (generation -1 and member id '' after ``reset_generation``).
     """
-    lock = getattr(coordinator, "_lock", None)
-    if lock is None:
-        return _read_generation(coordinator)
-    with lock:
-        return _read_generation(coordinator)
-
-
-def _read_generation(coordinator: Any) -> View:
-    current = getattr(coordinator, "_generation", None)
-    if current is not None and hasattr(current, "generation_id"):
-        gen, member = current.generation_id, getattr(current, "member_id", None)
-    elif isinstance(getattr(coordinator, "_generation_id", None), int):
-        gen, member = coordinator._generation_id, getattr(coordinator, "_member_id", None)
-    elif isinstance(getattr(coordinator, "generation", None), int):
-        gen, member = coordinator.generation, getattr(coordinator, "member_id", None)
-    else:
+    read = getattr(coordinator, "group_metadata", None)
+    if read is None:
         return None, None
+    meta = read()
+    gen, member = getattr(meta, "generation_id", None), getattr(meta, "member_id", None)
     return (gen if isinstance(gen, int) and gen >= 0 else None), (member if isinstance(member, str) and member
                                                                   else None)
+
+
+def cooperative(coordinator: Any) -> bool:
+    """Whether the coordinator rebalances incrementally (KIP-429): its assignors all support only the
+    cooperative protocol (``ConsumerCoordinator._validate_rebalance_protocol`` picks the highest they share)."""
+    return getattr(coordinator, "_rebalance_protocol", None) == LibraryProtocol.COOPERATIVE
 
 
 def assignor_of(strategy: Iterable[Any]) -> tuple[Assignor, str | None]:
@@ -112,15 +117,16 @@ def assignor_of(strategy: Iterable[Any]) -> tuple[Assignor, str | None]:
     return Assignor.RANGE, (names[0] if names else None)
 
 
-def member_start(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """``member_start`` fields from a built consumer's ``config``, and an assignor the schema cannot name.
-    An application that commits itself is recorded as ``sync``, as the confluent wrapper does."""
+def member_start(config: dict[str, Any], incremental: bool = False) -> tuple[dict[str, Any], str | None]:
+    """``member_start`` fields from a built consumer's ``config`` (``incremental``: its coordinator
+    rebalances cooperatively), and an assignor the schema cannot name. An application that commits
+    itself is recorded as ``sync``, as the confluent wrapper does."""
     assignor, unnamed = assignor_of(config.get("partition_assignment_strategy", ()))
     auto = bool(config.get("enable_auto_commit"))
-    instance = config.get("group_instance_id")  # absent in kafka-python 2.2.15 (no KIP-345)
+    instance = config.get("group_instance_id")
     return {"client": Client.KAFKA_PYTHON.value, "client_version": kafka.__version__,
             "instance_id": None if instance is None else str(instance), "assignor": assignor.value,
-            "protocol": RebalanceProtocol.EAGER.value,
+            "protocol": (RebalanceProtocol.COOPERATIVE if incremental else RebalanceProtocol.EAGER).value,
             "commit_mode": (CommitMode.AUTO if auto else CommitMode.SYNC).value,
             "session_timeout_ms": int(config["session_timeout_ms"]),
             "max_poll_interval_ms": int(config["max_poll_interval_ms"]),
@@ -148,25 +154,45 @@ def answer_of(offsets: tuple[TPO, ...], result: Any) -> CommitAnswer:
     return commit_answer(offsets, None, None)
 
 
-class RecordingListener(ConsumerRebalanceListener):
-    """The listener kafka-python calls: records, and calls the application's (see the module docstring)."""
+async def _call(method: Callable[[Any], Any], partitions: Any) -> None:
+    """The application's listener method, awaited when it is a coroutine function (as the library would)."""
+    if inspect.iscoroutinefunction(method):
+        await method(partitions)
+    else:
+        method(partitions)
 
-    def __init__(self, rec: Recorder, app: ConsumerRebalanceListener | None) -> None:
+
+class RecordingListener(AsyncConsumerRebalanceListener):
+    """The listener kafka-python calls (on its IO thread): records, and runs the application's (see the
+    module docstring) — inline when it is synchronous, awaited when it is asynchronous, as the library
+    would run it. Asynchronous itself, so an asynchronous application listener keeps its awaits."""
+
+    def __init__(self, rec: Recorder, app: Any, incremental: bool = False) -> None:
         self.rec = rec
         self.app = app
+        self.incremental = incremental
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
+    async def on_partitions_revoked(self, revoked: Any) -> None:
         try:
             if self.app is not None:
-                self.app.on_partitions_revoked(revoked)
+                await _call(self.app.on_partitions_revoked, revoked)
         finally:
             if revoked:
-                self.rec.ownership(Kind.REVOKED, _tps(revoked), False)
+                self.rec.ownership(Kind.REVOKED, _tps(revoked), self.incremental)
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.rec.ownership(Kind.ASSIGNED, _tps(assigned), False)
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.rec.ownership(Kind.ASSIGNED, _tps(assigned), self.incremental)
         if self.app is not None:
-            self.app.on_partitions_assigned(assigned)
+            await _call(self.app.on_partitions_assigned, assigned)
+
+    async def on_partitions_lost(self, lost: Any) -> None:
+        # the application's own on_partitions_lost (the library's default runs its on_partitions_revoked)
+        try:
+            if self.app is not None:
+                await _call(self.app.on_partitions_lost, lost)
+        finally:
+            if lost:
+                self.rec.ownership(Kind.LOST, _tps(lost), False)
 
 
 @dataclass(slots=True)
@@ -213,36 +239,40 @@ class KafkaConsumer(_Library):
             return
         self._chaos_pending: list[PendingCommit] = []
         self._chaos_lock = threading.Lock()
-        self._chaos_app_commit = threading.local()
+        # commits the application asked for now: set on its thread, read on the IO thread, where the commit
+        # runs while the application's thread waits (one consumer is one thread of the application's)
+        self._chaos_app_commits = 0
         coordinator = self._coordinator
         rec = Recorder.open(destination, str(group), lambda: generation_view(coordinator),
                             buffered=not self.config.get("enable_auto_commit"))
         if rec is None:
             return
-        fields, unnamed = member_start(self.config)
+        incremental = cooperative(coordinator)
+        fields, unnamed = member_start(self.config, incremental)
         rec.start(**fields)
         if unnamed is not None:
             rec.error(f"assignor {unnamed!r} has no name in the schema: member_start records {fields['assignor']}",
                       None, None, False)
         self._chaos = rec
+        self._chaos_incremental = incremental
         self._chaos_hook(coordinator)
         if topics:  # subscribed by the constructor, with no listener
-            self._subscription.rebalance_listener = RecordingListener(rec, None)
+            self._subscription.rebalance_listener = RecordingListener(rec, None, incremental)
 
     def _chaos_hook(self, coordinator: Any) -> None:
-        """Wrap this consumer's coordinator's commit entry points (instance attributes; the class and
-        other consumers keep the library's)."""
-        commit_sync = coordinator.commit_offsets_sync
+        """Wrap this consumer's coordinator's commit paths (instance attributes; the class and other
+        consumers keep the library's). The coordinator looks them up on itself when it calls them."""
+        commit_sync = coordinator._commit_offsets_sync_async
         commit_async = coordinator.commit_offsets_async
         do_async = coordinator._do_commit_offsets_async
 
-        def commit_offsets_sync(offsets: Any, timeout_ms: int | None = None) -> Any:
+        async def commit_offsets_sync_async(offsets: Any, timeout_ms: int | None = None) -> Any:
             rec, tpos = self._chaos, offsets_of(offsets)
             if rec is None or not tpos:
-                return commit_sync(offsets, timeout_ms=timeout_ms)
-            sent, auto = rec.sent(), not getattr(self._chaos_app_commit, "on", False)
+                return await commit_sync(offsets, timeout_ms=timeout_ms)
+            sent, auto = rec.sent(), not self._chaos_app_commits
             try:
-                result = commit_sync(offsets, timeout_ms=timeout_ms)
+                result = await commit_sync(offsets, timeout_ms=timeout_ms)
             except KafkaError as exc:
                 rec.commit(answer_of(tpos, exc), sent, auto=auto)
                 raise
@@ -253,7 +283,7 @@ class KafkaConsumer(_Library):
             rec, tpos = self._chaos, offsets_of(offsets)
             if rec is None or not tpos:
                 return commit_async(offsets, callback=callback)
-            pending = PendingCommit(tpos, rec.sent(), auto=not getattr(self._chaos_app_commit, "on", False))
+            pending = PendingCommit(tpos, rec.sent(), auto=not self._chaos_app_commits)
             with self._chaos_lock:
                 self._chaos_pending.append(pending)
             try:
@@ -271,7 +301,7 @@ class KafkaConsumer(_Library):
                 future.add_both(lambda res: self._chaos_answered(pending, res))
             return future
 
-        coordinator.commit_offsets_sync = commit_offsets_sync
+        coordinator._commit_offsets_sync_async = commit_offsets_sync_async
         coordinator.commit_offsets_async = commit_offsets_async
         coordinator._do_commit_offsets_async = do_commit_offsets_async
 
@@ -290,9 +320,12 @@ class KafkaConsumer(_Library):
         rec = self._chaos
         if rec is None:
             return super().subscribe(topics=topics, pattern=pattern, listener=listener)
-        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
-            raise TypeError("listener must be a ConsumerRebalanceListener")  # the library's own check
-        return super().subscribe(topics=topics, pattern=pattern, listener=RecordingListener(rec, listener))
+        if listener is not None and not isinstance(listener, (ConsumerRebalanceListener,
+                                                              AsyncConsumerRebalanceListener)):
+            # the library's own check
+            raise TypeError("listener must be a ConsumerRebalanceListener or AsyncConsumerRebalanceListener")
+        return super().subscribe(topics=topics, pattern=pattern,
+                                 listener=RecordingListener(rec, listener, self._chaos_incremental))
 
     # ------------------------------------------------------------------ records
     @held(waits=True)
@@ -337,13 +370,11 @@ class KafkaConsumer(_Library):
         """Run a commit the application asked for (so the hook records it as not ``auto``)."""
         if self._chaos is None:
             return method(**kwargs)
-        flag = self._chaos_app_commit
-        outer = getattr(flag, "on", False)
-        flag.on = True
+        self._chaos_app_commits += 1
         try:
             return method(**kwargs)
         finally:
-            flag.on = outer
+            self._chaos_app_commits -= 1
 
     # ------------------------------------------------------------------ closing
     @held

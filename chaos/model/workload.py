@@ -202,9 +202,11 @@ class ConsumerSpec(_Frozen):
             raise ValueError("confluent-kafka (librdkafka) has no eager sticky assignor: use cooperative-sticky, "
                              "or client kafka-python / java")
         if self.client is Client.KAFKA_PYTHON and self.assignor is Assignor.COOPERATIVE_STICKY:
-            raise ValueError("kafka-python has no cooperative-sticky assignor (KIP-429): use client confluent-kafka or java")
+            raise ValueError("the kafka-python worker has no cooperative-sticky assignor (KIP-429) wired yet: use client "
+                             "confluent-kafka or java")
         if self.client is Client.KAFKA_PYTHON and self.instance_id:
-            raise ValueError("kafka-python 2.2 has no group.instance.id (KIP-345): use client confluent-kafka or java")
+            raise ValueError("the kafka-python worker has no static membership (group_instance_id, KIP-345) wired yet: "
+                             "use client confluent-kafka or java")
         if self.group_protocol is GroupProtocol.CONSUMER:
             if self.client is Client.KAFKA_PYTHON:
                 raise ValueError("kafka-python has no KIP-848 consumer protocol: use client confluent-kafka or java, "

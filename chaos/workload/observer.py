@@ -17,8 +17,9 @@ Three sources, each an event kind (docs/architecture.md, "The history"):
     ``Dead`` without members: that is what Kafka 4.x's new coordinator answers DescribeGroups v0-v5
     for a group that is not a classic group, the same answer as for a group that does not exist
     (``GroupMetadataManager.describeGroups``: ``GroupIdNotFoundException`` -> state Dead, no error
-    below v6; kafka-python asks at most v3). An answer of GROUP_ID_NOT_FOUND there (a classic or
-    absent group), or a broker without API 69 (before 3.7, ZooKeeper mode), keeps the classic sample.
+    below v6; :meth:`chaos.cluster.admin.ClusterAdmin.describe_group` asks at most v5). An answer of
+    GROUP_ID_NOT_FOUND there (a classic or absent group), or a broker without API 69 (before 3.7,
+    ZooKeeper mode), keeps the classic sample.
 
   A coordinator that cannot be found or asked, or that answers an error (NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND for a KIP-848 run), is an ``Unknown`` sample:
@@ -77,7 +78,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from chaos.cluster.admin import ClusterAdmin
+from chaos.cluster.admin import ClusterAdmin, GroupDescription
 from chaos.cluster.wire import ConsumerGroupView, describe_consumer_group
 from chaos.history.event import BrokerLogEvent, GroupMember, GroupState, GroupType, Kind
 from chaos.history.writer import EventWriter
@@ -262,22 +263,15 @@ def _member_json(m: GroupMember) -> dict[str, Any]:
     return out
 
 
-def classic_sample(info: Any, coordinator: int | None, generation: int | None) -> GroupSample:
-    """A DescribeGroups answer (kafka-python ``GroupInformation``) as a sample; ``generation`` comes
-    from the coordinator's log (DescribeGroups has none)."""
+def classic_sample(info: GroupDescription, coordinator: int | None, generation: int | None) -> GroupSample:
+    """A DescribeGroups answer as a sample; ``generation`` comes from the coordinator's log (DescribeGroups
+    has none)."""
     state = GroupState(info.state) if info.state in GroupState._value2member_map_ else GroupState.UNKNOWN
-    members = []
-    for m in info.members:
-        a = getattr(m, "member_assignment", None)
-        assignment = sorted((topic, p) for topic, parts in (getattr(a, "assignment", None) or []) for p in parts)
-        # the coordinator's copy of the member's JoinGroup subscription: who asked for which topics
-        topics = getattr(getattr(m, "member_metadata", None), "subscription", None)
-        members.append(GroupMember(member_id=m.member_id, instance_id=None, client_id=m.client_id,
-                                   host=m.client_host, assignment=tuple(assignment),
-                                   subscription=tuple(sorted(topics)) if topics else ()))
-    members.sort(key=lambda m: m.member_id)
-    return GroupSample(state, coordinator, info.protocol or None, generation, tuple(members),
-                       group_type=GroupType.CLASSIC)
+    # subscription: the coordinator's copy of the member's JoinGroup subscription (who asked for which topics)
+    members = tuple(GroupMember(member_id=m.member_id, instance_id=None, client_id=m.client_id, host=m.host,
+                                assignment=m.assignment, subscription=m.subscription)
+                    for m in sorted(info.members, key=lambda m: m.member_id))
+    return GroupSample(state, coordinator, info.protocol or None, generation, members, group_type=GroupType.CLASSIC)
 
 
 def consumer_sample(view: ConsumerGroupView, coordinator: int) -> GroupSample:

@@ -96,20 +96,24 @@ c.close()
 #: (``for msg in consumer``) + asynchronous commits of the positions; ``broken`` commits a batch before
 #: processing it and crashes while processing (the at-most-once hole delivery must see)
 APP_KAFKA_PYTHON = _APP_PREAMBLE + '''
-from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 c = KafkaConsumer(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], group_id=os.environ["KAFKA_GROUP_ID"],
                   enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
                   heartbeat_interval_ms=1000, consumer_timeout_ms=300, reconnect_backoff_max_ms=1000)
 print(type(c).__module__, flush=True)
 
-class Listener(ConsumerRebalanceListener):
-    def on_partitions_revoked(self, revoked):
+class Listener(AsyncConsumerRebalanceListener):
+    # kafka-python 3 runs listeners on its IO thread, where a blocking commit() is refused: await the commit
+    async def on_partitions_revoked(self, revoked):
         mine = {tp: OffsetAndMetadata(done.pop(tp), "", -1) for tp in revoked if tp in done}
         if mine:
-            c.commit(mine)
+            try:
+                await c.commit_async(mine)
+            except KafkaError as exc:
+                print("commit on revocation failed", exc, flush=True)
 
-    def on_partitions_assigned(self, assigned):
+    async def on_partitions_assigned(self, assigned):
         pass
 
 c.subscribe([os.environ["KAFKA_TOPIC"]], listener=Listener())

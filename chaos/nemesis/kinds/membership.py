@@ -32,8 +32,7 @@ def _subscriptions(run, member: str) -> list[list[str]]:
         if view.error_code == 0:
             return [list(m.subscribed_topics) for m in view.members if m.client_id == member]
     info = run.admin.describe_group(run.group)
-    return [sorted(getattr(getattr(m, "member_metadata", None), "subscription", None) or [])
-            for m in info.members if m.client_id == member]
+    return [list(m.subscription) for m in info.members if m.client_id == member]
 
 
 def subscription_at_coordinator(run, member: str, topics: list[str], timeout: float) -> Evidence:

@@ -1,45 +1,55 @@
 """kafka-python (pure Python) behind :class:`chaos.workload.consumer.ClientAdapter`.
 
-Generation and member id — the authoritative way for this library (2.2.15):
-the consumer's ``ConsumerCoordinator`` (``KafkaConsumer._coordinator``) keeps a
-``Generation(generation_id, member_id, protocol)`` in ``_generation``
-(``kafka/coordinator/base.py``: set from the JoinGroup response in
-``_handle_join_group_response``, reset to ``DEFAULT_GENERATION_ID`` (-1) by
-``reset_generation``). ``ConsumerCoordinator._send_offset_commit_request``
-(``kafka/coordinator/consumer.py``) stamps ``generation_if_stable()`` — that same
-object, but only while the member state is ``STABLE`` — on every OffsetCommit
-(v2+); while not stable it fails the commit locally (``RebalanceInProgressError``
-/ ``CommitFailedError``) and sends nothing. :meth:`KafkaPythonClient.group_view`
-therefore reads ``_generation`` under the coordinator's lock: it is the
-generation the rebalance callbacks belong to (``_on_join_prepare`` and
-``_on_join_complete`` run with it) and the one any commit sent now carries.
-(``coordinator.generation()`` is deprecated and returns ``None`` outside
-``STABLE``, which would hide the generation inside callbacks.)
+Written against kafka-python 3.0.12 (the pinned release) and only that: it reads the coordinator's
+state and wraps one of its coroutines, which are not a public API.
 
-Auto-commit: kafka-python commits ``all_consumed_offsets()`` (the positions of
-earlier polls) on its own timer inside ``poll`` (``_maybe_auto_commit_offsets_async``),
-synchronously before a rebalance (``_on_join_prepare``) and on close. All three
-paths go through ``_send_offset_commit_request``; in ``auto`` commit mode this
-adapter wraps that method on the coordinator instance, capturing the generation
-at the moment of sending and reporting each attempt's result to
-``Callbacks.auto_committed`` (with :meth:`group_view` pinned to the sent
-generation while the callback runs; it may run on the heartbeat thread).
+Threads: kafka-python 3 runs all network work and the group protocol on its own IO thread
+(``kafka-io-<client id>``); ``poll``, ``commit`` and ``close`` block the caller while their
+coroutine runs there. Rebalance listeners run on that IO thread too, and a listener that calls a
+blocking consumer method there (``commit()``) is refused (``RuntimeError: Cannot block on net.run()
+from the IO thread itself``). The member commits what it processed when partitions are revoked, so
+this adapter's listener is an ``AsyncConsumerRebalanceListener``: each callback runs the member's
+(:class:`chaos.workload.consumer.Callbacks`) on a short-lived thread of its own and awaits it, which
+keeps the IO loop free to send that commit and the heartbeats. The caller's thread is blocked in
+``poll`` (or ``close``) meanwhile — the coordinator runs listeners only inside those — so the member's
+state is never touched by two threads at once.
 
-Not supported by kafka-python 2.2.15 (rejected with ``ValueError``):
-``cooperative-sticky`` (no KIP-429 incremental protocol) and static membership
-(no ``group_instance_id`` config, KIP-345). There is no ``on_partitions_lost``
-either: a member that falls out of the group only sees ``on_partitions_revoked``
-at its next rejoin (eager protocol).
+Generation and member id: :meth:`KafkaPythonClient.group_view` reads the consumer's
+``group_metadata()`` (the coordinator's ``Generation`` — set from the JoinGroup response, reset to
+generation -1 by ``reset_generation`` — read under its lock; ``kafka/coordinator/base.py``). That is
+the generation the rebalance callbacks belong to (``_on_join_prepare_async`` and
+``_on_join_complete_async`` run with it) and the one a commit sent now carries:
+``ConsumerCoordinator._send_offset_commit_request`` (``kafka/coordinator/consumer.py``) stamps
+``generation_if_stable()`` — the same object, but only while the member state is ``STABLE`` — on
+every OffsetCommit; while not stable it fails the commit locally (``RebalanceInProgressError`` /
+``CommitFailedError``) and sends nothing.
+
+Auto-commit: kafka-python commits ``all_consumed_offsets()`` (the positions of earlier polls) on its
+own timer inside ``poll`` (``_maybe_auto_commit_offsets_async``), synchronously before a rebalance
+(``_on_join_prepare_async``) and on close. Every attempt is one ``_send_offset_commit_request``
+coroutine on the IO thread; in ``auto`` commit mode this adapter wraps that coroutine on the
+coordinator instance, reading the generation just before the library reads it to build the request
+(no suspension point between the two reads) and reporting each attempt's result to
+``Callbacks.auto_committed`` (with :meth:`group_view` pinned to the sent generation while the callback
+runs, on the IO thread).
+
+Lost partitions: a member the coordinator has already dropped (its generation reset by a fenced
+heartbeat or commit) gets ``on_partitions_lost`` at its next rejoin or on close (KIP-429 semantics;
+``ConsumerCoordinator._on_join_prepare_async`` / ``_on_close_prepare_async``), recorded as ``lost``.
+
+Not supported by this adapter (rejected with ``ValueError``): ``cooperative-sticky`` and static
+membership (``instance_id``). kafka-python 3 has both (KIP-429 ``CooperativeStickyAssignor``,
+``group_instance_id``, KIP-345); they are not wired or tested here yet.
 
 Client log: with a :class:`chaos.workload.clients.client_log.ClientLog` the ``kafka`` loggers go to
 the member's client log — ``kafka.coordinator`` at DEBUG (JoinGroup/SyncGroup sent and answered,
 heartbeats and their failures, generation resets), the rest of ``kafka`` at INFO (connections
 and disconnects, offset resets).
 
-Closing: ``KafkaConsumer.close`` leaves the group without calling
-``on_partitions_revoked``; :meth:`close` reports the revocation itself first so
-that the member commits what it processed (as the Java client's
-``onLeavePrepare`` does).
+Closing: ``KafkaConsumer.close`` commits the consumed positions (``auto`` mode), then calls
+``on_partitions_revoked`` (``on_partitions_lost`` when the member was already out of the group) and
+leaves the group — the order of the Java client's ``onLeavePrepare``; the member commits what it
+processed in that revocation.
 """
 
 from __future__ import annotations
@@ -49,12 +59,12 @@ import threading
 from collections.abc import Callable
 
 import kafka
-from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.errors import KafkaError
+from kafka.future import Future
 
 from chaos.model.workload import Assignor, Client, CommitMode
 from chaos.outcome import Outcome
@@ -100,16 +110,49 @@ def keep_logs(log: ClientLog) -> None:
     logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
 
 
-class _Listener(ConsumerRebalanceListener):
-    def __init__(self, callbacks: Callbacks):
+class _Listener(AsyncConsumerRebalanceListener):
+    """The member's callbacks, each run off the IO thread and awaited (module docstring, "Threads")."""
+
+    def __init__(self, callbacks: Callbacks, off_loop: Callable[[Callable[[], None]], Future]):
         self.callbacks = callbacks
+        self.off_loop = off_loop
 
-    def on_partitions_revoked(self, revoked):
+    async def on_partitions_revoked(self, revoked):
         if revoked:  # kafka-python also calls it with an empty set before the first join
-            self.callbacks.revoked(sorted((tp.topic, tp.partition) for tp in revoked), False)
+            tps = _tps(revoked)
+            await self.off_loop(lambda: self.callbacks.revoked(tps, False))
 
-    def on_partitions_assigned(self, assigned):
-        self.callbacks.assigned(sorted((tp.topic, tp.partition) for tp in assigned), False)
+    async def on_partitions_assigned(self, assigned):
+        tps = _tps(assigned)
+        await self.off_loop(lambda: self.callbacks.assigned(tps, False))
+
+    async def on_partitions_lost(self, lost):
+        tps = _tps(lost)
+        await self.off_loop(lambda: self.callbacks.lost(tps))
+
+
+def off_loop(net, name: str, fn: Callable[[], None]) -> Future:
+    """Run ``fn`` on a thread of its own; the returned future (awaitable on kafka-python's IO loop)
+    completes on that loop when ``fn`` returns, failed with what ``fn`` raised."""
+    done = Future()
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting listener, which re-raises it
+            error = exc
+
+        async def complete() -> None:  # on the IO thread: the loop resumes the awaiting listener
+            if error is None:
+                done.success(None)
+            else:
+                done.failure(error)
+
+        net.call_soon_threadsafe(complete)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
 
 
 class KafkaPythonClient:
@@ -122,12 +165,13 @@ class KafkaPythonClient:
         if log is not None:
             keep_logs(log)
         if spec.assignor is Assignor.COOPERATIVE_STICKY:
-            raise ValueError("kafka-python has no cooperative-sticky assignor (no KIP-429): "
-                             "use range, roundrobin or sticky, or client confluent-kafka/java")
+            raise ValueError("the kafka-python adapter does not support the cooperative-sticky assignor (KIP-429) "
+                             "yet: use range, roundrobin or sticky, or client confluent-kafka/java")
         if spec.instance_id:
-            raise ValueError("kafka-python 2.2.15 has no static membership (no group_instance_id, KIP-345): "
-                             "drop instance_id or use client confluent-kafka/java")
+            raise ValueError("the kafka-python adapter does not support static membership (instance_id, KIP-345) "
+                             "yet: drop instance_id or use client confluent-kafka/java")
         self.spec = spec
+        self.spec_name = cfg.name
         self._callbacks: Callbacks | None = None
         self._pinned = threading.local()
         self._consumer = KafkaConsumer(
@@ -154,34 +198,41 @@ class KafkaPythonClient:
         coordinator = self._coordinator
         send = coordinator._send_offset_commit_request
 
-        def recorded_send(offsets):
-            future = send(offsets)
+        async def recorded_send(offsets):
             if not offsets:
-                return future
+                return await send(offsets)
+            # read on the IO thread with no suspension point before send() reads it for the request
             generation = coordinator.generation_if_stable()
-            view = (None, None) if generation is None else _view(generation)
+            view = (None, None) if generation is None else _view(generation.generation_id, generation.member_id)
             tpos = sorted((tp.topic, tp.partition, om.offset) for tp, om in offsets.items())
-
-            def report(result: CommitResult) -> None:
-                if self._callbacks is None:
-                    return
-                self._pinned.view = view
-                try:
-                    self._callbacks.auto_committed(tpos, result)
-                finally:
-                    self._pinned.view = None
-
-            future.add_callback(lambda _: report(CommitResult(Outcome.OK)))
-            future.add_errback(lambda exc: report(commit_error(exc)))
-            return future
+            try:
+                result = await send(offsets)
+            except Exception as exc:
+                self._report_auto(view, tpos, commit_error(exc))
+                raise
+            self._report_auto(view, tpos, CommitResult(Outcome.OK))
+            return result
 
         coordinator._send_offset_commit_request = recorded_send
+
+    def _report_auto(self, view: tuple[int | None, str | None], tpos: list[tuple[str, int, int]],
+                     result: CommitResult) -> None:
+        if self._callbacks is None:
+            return
+        self._pinned.view = view
+        try:
+            self._callbacks.auto_committed(tpos, result)
+        finally:
+            self._pinned.view = None
+
+    def _off_loop(self, fn: Callable[[], None]) -> Future:
+        return off_loop(self._consumer._net, f"{self.spec_name}-rebalance", fn)
 
     # ------------------------------------------------------------ ClientAdapter
     def subscribe(self, topics: list[str], callbacks: Callbacks) -> None:
         # called again with other topics, the coordinator's metadata changes and the member rejoins
         self._callbacks = callbacks
-        self._consumer.subscribe(list(topics), listener=_Listener(callbacks))
+        self._consumer.subscribe(list(topics), listener=_Listener(callbacks, self._off_loop))
 
     def poll(self, max_records: int, timeout: float) -> list[Record]:
         batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
@@ -195,8 +246,8 @@ class KafkaPythonClient:
         pinned = getattr(self._pinned, "view", None)
         if pinned is not None:
             return pinned
-        with self._coordinator._lock:
-            return _view(self._coordinator._generation)
+        meta = self._consumer.group_metadata()  # read under the coordinator's lock
+        return _view(meta.generation_id, meta.member_id)
 
     def commit_sync(self, offsets: list[tuple[str, int, int]]) -> CommitResult:
         try:
@@ -218,18 +269,18 @@ class KafkaPythonClient:
             done(commit_error(exc))
 
     def close(self) -> None:
-        if self.spec.commit_mode is CommitMode.AUTO:
-            # what close(autocommit=True) would do, but before the revocation is reported
-            self._coordinator._maybe_auto_commit_offsets_sync(timeout_ms=COMMIT_TIMEOUT_MS)
-        owned = sorted((tp.topic, tp.partition) for tp in self._consumer.assignment())
-        if owned and self._callbacks is not None and self._coordinator._generation.is_valid:
-            self._callbacks.revoked(owned, False)
-        self._consumer.close(autocommit=False, timeout_ms=COMMIT_TIMEOUT_MS)
+        # the library's close: the auto commit (auto mode), then on_partitions_revoked (or _lost) through the
+        # listener, in which the member commits what it processed, then LeaveGroup
+        self._consumer.close(autocommit=self.spec.commit_mode is CommitMode.AUTO, timeout_ms=COMMIT_TIMEOUT_MS)
 
 
-def _view(generation) -> tuple[int | None, str | None]:
-    gen = generation.generation_id
-    return (gen if gen >= 0 else None), (generation.member_id or None)
+def _tps(partitions) -> list[tuple[str, int]]:
+    return sorted((tp.topic, tp.partition) for tp in partitions)
+
+
+def _view(generation_id: int, member_id: str | None) -> tuple[int | None, str | None]:
+    """(generation, member id), None for what the client cannot tell (-1 and '' after ``reset_generation``)."""
+    return (generation_id if generation_id >= 0 else None), (member_id or None)
 
 
 def _offsets(offsets: list[tuple[str, int, int]]) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -59,7 +59,7 @@ def test_docker_only_experiments_are_valid_and_ask_for_docker():
     ({"name": "x", "backend": "docker", "faults": [{"type": "disconnect", "target": "member", "node": "consumer-0"}]},
      "disconnect takes a cluster node off its network"),
     ({"name": "x", "workload": {"consumers": [{"client": "kafka-python", "assignor": "cooperative-sticky"}]}},
-     "kafka-python has no cooperative-sticky"),
+     "the kafka-python worker has no cooperative-sticky"),
     ({"name": "Bad Name"}, "name: String should match pattern"),
     # KRaft and KIP-848 (issue 13); tests/unit/test_kraft_surface.py has the rest
     ({"name": "x", "faults": [{"type": "switch_protocol", "target": "member", "node": "consumer-0"}]},

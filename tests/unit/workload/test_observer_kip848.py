@@ -12,11 +12,14 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import orjson
 import pytest
+from kafka.errors import CoordinatorLoadInProgressError
+from kafka.protocol.admin import DescribeGroupsResponse
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
+from chaos.cluster.admin import GroupDescription, group_description
 from chaos.cluster.wire import ConsumerGroupView, MemberView
 from chaos.errors import UsageError
 from chaos.history.event import BrokerLogEvent, GroupMember, GroupState, GroupStateSample, GroupType, from_dict
@@ -120,17 +123,44 @@ def test_an_error_answer_is_an_unknown_sample(code):
         "group": GROUP, "state": "Unknown", "coordinator": None, "protocol": None, "generation": None, "members": []}
 
 
+def _described(members: list, error_code: int = 0, state: str = "Stable") -> DescribeGroupsResponse.DescribedGroup:
+    """A DescribeGroups answer as kafka-python decodes it off the wire (the bytes as a Java member sends them)."""
+    return DescribeGroupsResponse.DescribedGroup(error_code=error_code, error_message=None, group_id=GROUP,
+                                                 group_state=state, protocol_type="consumer", protocol_data="range",
+                                                 members=members)
+
+
+def _member(metadata: bytes, assignment: bytes) -> DescribeGroupsResponse.DescribedGroup.DescribedGroupMember:
+    return DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
+        member_id="consumer-1-x", group_instance_id=None, client_id="consumer-1", client_host="/127.0.0.1",
+        member_metadata=metadata, member_assignment=assignment)
+
+
+SUBSCRIBED = ConsumerProtocolSubscription(topics=[TOPIC], user_data=None, version=0).encode()
+ASSIGNED = ConsumerProtocolAssignment(assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(
+    topic=TOPIC, partitions=[1, 0])], user_data=None, version=0).encode()
+
+
 def test_a_classic_answer_keeps_its_fields_and_says_classic():
-    a = SimpleNamespace(assignment=[(TOPIC, [1, 0])])
-    info = SimpleNamespace(state="Stable", protocol="range", members=[SimpleNamespace(
-        member_id="consumer-1-x", client_id="consumer-1", client_host="/127.0.0.1", member_assignment=a,
-        member_metadata=SimpleNamespace(subscription=[TOPIC]))])
-    s = classic_sample(info, 2, 5)
+    s = classic_sample(group_description(_described([_member(SUBSCRIBED, ASSIGNED)])), 2, 5)
     assert s.fields(GROUP) == {
         "group": GROUP, "state": "Stable", "coordinator": 2, "protocol": "range", "generation": 5,
         "members": [{"member_id": "consumer-1-x", "instance_id": None, "client_id": "consumer-1",
                      "host": "/127.0.0.1", "assignment": [[TOPIC, 0], [TOPIC, 1]], "subscription": [TOPIC]}],
         "group_type": "classic"}
+
+
+def test_a_member_without_or_with_undecodable_protocol_bytes_owns_and_asks_for_nothing():
+    # a member between JoinGroup and SyncGroup has no assignment yet; bytes of another protocol do not decode
+    for metadata, assignment in [(b"", b""), (b"\x00", b"xyzxyzxyz")]:
+        (m,) = group_description(_described([_member(metadata, assignment)], state="CompletingRebalance")).members
+        assert (m.member_id, m.assignment, m.subscription) == ("consumer-1-x", (), ())
+
+
+def test_an_error_in_a_describe_groups_answer_is_raised_as_its_kafka_error():
+    # the admin's settled() waits through a retriable one (the coordinator loading its offsets partition)
+    with pytest.raises(CoordinatorLoadInProgressError):
+        group_description(_described([], error_code=COORDINATOR_LOAD_IN_PROGRESS, state=""))
 
 
 # ----------------------------------------------------------------------------- the observer's ticks
@@ -245,7 +275,7 @@ def test_no_coordinator_or_no_address_map_is_an_unknown_sample(tmp_path, monkeyp
     assert [e.state for e in _samples(tmp_path)] == [GroupState.UNKNOWN] * 3
 
 
-_DEAD = SimpleNamespace(state="Dead", protocol="", members=[])  # Kafka 4.x's DescribeGroups v0-v5 for a non-classic group
+_DEAD = GroupDescription(GROUP, "Dead", "", ())  # Kafka 4.x's DescribeGroups v0-v5 for a non-classic group
 
 
 def test_a_dead_memberless_classic_answer_is_asked_again_as_kip848(tmp_path, monkeypatch):
@@ -269,7 +299,7 @@ def test_a_dead_group_that_is_not_kip848_either_stays_a_classic_dead_sample(tmp_
 
 def test_a_live_classic_group_is_never_asked_as_kip848(tmp_path, monkeypatch):
     monkeypatch.setattr(observer_module, "describe_consumer_group", lambda a, g, t: pytest.fail("must not ask"))
-    info = SimpleNamespace(state="PreparingRebalance", protocol="", members=[])
+    info = GroupDescription(GROUP, "PreparingRebalance", "", ())
     obs = _observer(tmp_path, _Admin(info=info), kip848=False)
     obs._sample_group()
     obs.events.close()
