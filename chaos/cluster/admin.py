@@ -458,6 +458,7 @@ class ClusterAdmin:
         self.settled(ask, f"the configs of group {group}")
 
     def create_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions, the brokers placing the new ones (no assignment: null)."""
         self._call(lambda c: c.create_partitions({topic: total}, timeout_ms=int(self.timeout * 1000)))
 
 

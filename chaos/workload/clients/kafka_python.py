@@ -33,6 +33,16 @@ coordinator instance, reading the generation just before the library reads it to
 ``Callbacks.auto_committed`` (with :meth:`group_view` pinned to the sent generation while the callback
 runs, on the IO thread).
 
+Joins: kafka-python 3.0.12 runs JoinGroup/SyncGroup as a task that a ``poll`` waits for only until
+its own timeout; the next ``poll`` re-awaits the task only if it is still running and only if the
+coordinator still thinks it must rejoin. With the worker's short polls (0.2 s) both go wrong: a task
+that completed between two polls is dropped and its JoinGroup sent again (``join_group_async``), and a
+leader that rejoined because the topic's metadata changed computes the new assignment inside the task,
+after which ``need_rejoin()`` is false and the SyncGroup answer is never applied — the member stays
+with no partitions and no heartbeats (seen: an auto-commit member that never consumed, 2 runs in 4). The worker
+therefore lets each join run to its end (:meth:`KafkaPythonClient._join_whole`); an instrumented
+application keeps the library's behaviour, which kafka-chaos then observes.
+
 Lost partitions: a member the coordinator has already dropped (its generation reset by a fenced
 heartbeat or commit) gets ``on_partitions_lost`` at its next rejoin or on close (KIP-429 semantics;
 ``ConsumerCoordinator._on_join_prepare_async`` / ``_on_close_prepare_async``), recorded as ``lost``.
@@ -190,8 +200,25 @@ class KafkaPythonClient:
             **({"metadata_max_age_ms": spec.metadata_max_age_ms} if spec.metadata_max_age_ms is not None else {}),
         )
         self._coordinator = self._consumer._coordinator
+        self._join_whole(spec.max_poll_interval_ms + spec.session_timeout_ms)
         if spec.commit_mode is CommitMode.AUTO:
             self._hook_auto_commits()
+
+    def _join_whole(self, bound_ms: int) -> None:
+        """Let a join ``poll`` starts run to its end (bounded by ``bound_ms``) instead of the poll's timeout.
+
+        kafka-python 3.0.12 loses a join a poll gave up on (module docstring, "Joins"): the coordinator's
+        ``ensure_active_group``, which ``poll`` calls with what is left of its own timeout, is wrapped on
+        this consumer's coordinator to wait at least the rebalance timeout (``max_poll_interval_ms``) plus
+        a session for the SyncGroup answer, so a rebalance blocks ``poll`` until it completes.
+        """
+        coordinator = self._coordinator
+        join = coordinator.ensure_active_group
+
+        def ensure_active_group(timeout_ms=None):
+            return join(timeout_ms=None if timeout_ms is None else max(timeout_ms, bound_ms))
+
+        coordinator.ensure_active_group = ensure_active_group
 
     # ------------------------------------------------------------ auto-commit hook
     def _hook_auto_commits(self) -> None:

@@ -3,8 +3,8 @@
 The consumer is real (bootstrap 127.0.0.1:1 is never reached; ``api_version`` is given so it does not
 bootstrap); a rebalance is driven through the coordinator's own join steps on its IO loop, as a
 JoinGroup/SyncGroup answer would drive them. What is under test: the generation the adapter reads, that
-the member's callbacks run off the IO loop (where a blocking commit is refused), and the auto-commit
-hook's view of the generation each attempt was sent with.
+the member's callbacks run off the IO loop (where a blocking commit is refused), the auto-commit
+hook's view of the generation each attempt was sent with, and that a join runs to its end.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import functools
 import threading
 
 import kafka
+import kafka.coordinator.base
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
 from kafka.coordinator.base import Generation
@@ -139,6 +140,19 @@ def test_auto_commit_attempts_report_the_generation_they_were_sent_with(make_cli
         ("auto", [("t", 0, 9)], (7, "m-1"), Outcome.FAIL, "CoordinatorNotAvailableError"),
         ("auto", [("t", 0, 9)], (None, None), Outcome.FAIL, "CoordinatorNotAvailableError")]
     assert client.group_view() == (7, "m-1")  # the pin lasts the callback only
+
+
+def test_a_join_poll_starts_is_waited_for_to_its_end_not_to_the_polls_timeout(make_client, monkeypatch):
+    # kafka-python 3.0.12 drops a join a poll gave up on (chaos.workload.clients.kafka_python, "Joins")
+    asked: list[int | None] = []
+    monkeypatch.setattr(kafka.coordinator.base.BaseCoordinator, "ensure_active_group",
+                        lambda self, timeout_ms=None: asked.append(timeout_ms) or True)
+    client = make_client(max_poll_interval_ms=20_000, session_timeout_ms=6000)
+    coordinator = client._coordinator
+    coordinator.ensure_active_group(timeout_ms=200)  # what poll(timeout_ms=200) asks while a rebalance is due
+    coordinator.ensure_active_group(timeout_ms=60_000)
+    coordinator.ensure_active_group()
+    assert asked == [26_000, 60_000, None]
 
 
 @pytest.mark.parametrize("spec", [{"assignor": "cooperative-sticky"}, {"instance_id": "i-1"}])
