@@ -274,8 +274,8 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
 
     Runs are archived under ``results/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` — the results
     directory accumulates across nights (``chaos report`` reads it) — and a summary is written to
-    ``results/<YYYY-MM-DD>/nightly-<HHMMSS>.json``. A run that would not fit in what is left of the
-    budget (by :func:`estimate_s`) is not started.
+    ``results/<YYYY-MM-DD>/nightly-<HHMMSS>.json`` once a run has recorded anything. A run that would not
+    fit in what is left of the budget (by :func:`estimate_s`) is not started.
     """
     if budget_s <= 0:
         raise UsageError(f"nightly budget {budget_s:g} s: a budget must be positive")
@@ -317,7 +317,9 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
         with ClusterPool() as pool:
             run_series(rounds(), pool=pool, on_run=record, on_start=on_start)
     finally:
-        _write_nightly_summary(out, night, base, budget_s, outcomes)
+        # a night that recorded no run (its first cluster did not start) leaves no dated directory behind
+        if any(Path(o.run_dir).exists() for o in outcomes):
+            _write_nightly_summary(out, night, base, budget_s, outcomes)
     return outcomes
 
 

@@ -82,3 +82,4 @@ def test_broken_infrastructure_stops_the_batch_at_the_first_run(tmp_path, args):
     errors = [line for line in res.stderr.splitlines() if line.startswith("chaos: error:")]
     assert len(errors) == 1, res.stderr
     assert "stopped after 1 run(s)" in errors[0] and "java" in errors[0], errors[0]
+    assert not out.exists(), sorted(out.rglob("*"))   # nothing ran: no run directory, no nightly summary
