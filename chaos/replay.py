@@ -36,14 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from chaos.checkers.judge import CHECKS_FILE
 from chaos.errors import UsageError
 from chaos.experiment import Experiment, parse_experiment
-from chaos.history.event import SchemaError, header_from_dict
 from chaos.history.merge import HEADER_FILE, HISTORY_FILE
+from chaos.history.reader import parse_header_line
 from chaos.model.target import Role
 
 #: a replayed live trigger waits from this many seconds before the second it fired at in the recorded run
@@ -105,10 +104,9 @@ def read_verdict(run_dir: Path) -> Verdict:
 
 def check_history_header(run_dir: Path) -> None:
     """Refuse a run whose history this version cannot read — an unknown ``schema_version`` above all — as
-    ``chaos check`` refuses it: the header line is validated by the one function that judges headers
-    (:func:`chaos.history.event.header_from_dict`, which :func:`chaos.history.reader.read_history` calls), and
-    the error reads as ``chaos check``'s (``RUN: history.jsonl:1: ...``). Only the first line is read: a replay
-    needs the run's experiment, faults and verdict, not its events."""
+    ``chaos check`` refuses it (:func:`chaos.history.reader.parse_header_line`, the error reading
+    ``RUN: history.jsonl:1: ...``). Only the first line is read: a replay needs the run's experiment, faults
+    and verdict, not its events."""
     path = run_dir / HISTORY_FILE
     try:
         with path.open("rb") as f:
@@ -118,14 +116,7 @@ def check_history_header(run_dir: Path) -> None:
                          f"(its history says which event schema the run recorded)") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory, expected a {HISTORY_FILE} file; the run directory is damaged") from None
-    if not head.strip():
-        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: missing header line (the first line must be the run header)")
-    try:
-        header_from_dict(orjson.loads(head))
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: header is not valid JSON ({exc.msg})") from None
-    except SchemaError as exc:
-        raise UsageError(f"{run_dir}: {HISTORY_FILE}:1: {exc}") from None
+    parse_header_line(head, f"{run_dir}: {HISTORY_FILE}:1")
 
 
 def load_recorded(run_dir: str | Path) -> RecordedRun:

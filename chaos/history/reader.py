@@ -65,6 +65,23 @@ def parse_line(raw: bytes, where: str) -> Event:
         raise UsageError(f"{where}: {exc}") from None
 
 
+def parse_header_line(head: bytes, where: str) -> Header:
+    """The run header from a history's first line, or :class:`UsageError` saying what is wrong with it.
+
+    The one judge of header lines (an unknown ``schema_version`` above all): ``chaos check`` (through
+    :func:`read_history`), replay and shrink (before any cluster starts) and the report's archive scan
+    refuse a history alike. ``where`` prefixes the message (``history.jsonl:1``, or a path).
+    """
+    if not head.strip():
+        raise UsageError(f"{where}: missing header line (the first line must be the run header)")
+    try:
+        return header_from_dict(orjson.loads(head))
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{where}: header is not valid JSON ({exc.msg})") from None
+    except SchemaError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
 def read_history(path: str | os.PathLike[str]) -> History:
     """Read and validate a merged history file.
 
@@ -84,15 +101,7 @@ def read_history(path: str | os.PathLike[str]) -> History:
     notes: list[str] = []
     torn_tail = not data.endswith(b"\n")
     first_end = data.find(b"\n")
-    head = data if first_end < 0 else data[:first_end]
-    if not head.strip():
-        raise UsageError(f"{name}:1: missing header line (the first line must be the run header)")
-    try:
-        header = header_from_dict(orjson.loads(head))
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(f"{name}:1: header is not valid JSON ({exc.msg})") from None
-    except SchemaError as exc:
-        raise UsageError(f"{name}:1: {exc}") from None
+    header = parse_header_line(data if first_end < 0 else data[:first_end], f"{name}:1")
     body = len(data) if first_end < 0 else first_end + 1
     # complete lines end at the last newline; after it comes a torn last line (no newline), if any
     complete = max(data.rfind(b"\n") + 1, body) if torn_tail else len(data)

@@ -26,7 +26,8 @@ import orjson
 
 from chaos.checkers.judge import CHECKS_FILE
 from chaos.errors import UsageError
-from chaos.history import HISTORY_FILE, SchemaError, header_from_dict
+from chaos.history import HISTORY_FILE
+from chaos.history.reader import parse_header_line
 
 OUTCOME_FILE = "outcome.json"
 FAULTS_FILE = "faults.json"
@@ -83,14 +84,8 @@ def _read_head(history: Path) -> tuple[Mapping[str, Any], float | None, int | No
     with history.open("rb") as f:
         first = f.readline()
         second = f.readline()
-    where = f"{history}:1"
-    if not first.strip():
-        raise UsageError(f"{where}: empty history; remove the run directory or re-run `chaos check` on it")
-    try:
-        header = orjson.loads(first)
-        header_from_dict(header)
-    except (orjson.JSONDecodeError, SchemaError) as exc:
-        raise UsageError(f"{where}: not a history header ({exc}); is this a kafka-chaos history.jsonl?") from None
+    parse_header_line(first, f"{history}:1")
+    header = orjson.loads(first)
     ts, ns = None, None
     if second.strip():
         try:

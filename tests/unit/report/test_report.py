@@ -327,7 +327,7 @@ def test_bad_input_is_one_usage_error(tmp_path):
     run = tmp_path / "bad" / "exp" / "run-000-seed-1"
     run.mkdir(parents=True)
     (run / HISTORY_FILE).write_text('{"seq": 1}\n')
-    with pytest.raises(UsageError, match="not a history header"):
+    with pytest.raises(UsageError, match="history.jsonl:1: the first line must be the header"):
         discover(tmp_path / "bad")
 
 
