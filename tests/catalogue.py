@@ -24,3 +24,8 @@ def wrong_consumer(name: str) -> Experiment:
     exp = load_experiment(EXPERIMENTS / f"{name}.yaml")
     assert exp.expect_violation, f"{name} is not a wrong consumer"
     return exp.model_copy(update={"phases": exp.phases.model_copy(update={"quiesce_s": WRONG_QUIESCE_S})})
+
+
+def experiment(name: str) -> Experiment:
+    """Catalogue experiment ``name`` as the tests run it: a wrong consumer's quiesce bounded, others as written."""
+    return wrong_consumer(name) if name.startswith("wrong-") else load_experiment(EXPERIMENTS / f"{name}.yaml")

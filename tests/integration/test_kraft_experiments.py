@@ -8,14 +8,14 @@ import pytest
 
 from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Validity
-from chaos.experiment import apply_overrides, load_experiment
+from chaos.experiment import apply_overrides
 from chaos.model.cluster import KRAFT_KAFKA_VERSION
 from chaos.runner import run_once
-from tests.catalogue import EXPERIMENTS, wrong_consumer
+from tests.catalogue import experiment
 
 
 def _run(pool, name, protocol, seed, tmp_path):
-    loaded = wrong_consumer(name) if name.startswith("wrong-") else load_experiment(EXPERIMENTS / f"{name}.yaml")
+    loaded = experiment(name)
     exp = apply_overrides(loaded, kafka_version=KRAFT_KAFKA_VERSION, group_protocol=protocol)
     assert exp.cluster.kraft
     cluster = pool.get(exp.cluster)

@@ -7,13 +7,12 @@ import pytest
 
 from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Validity
-from chaos.experiment import load_experiment
 from chaos.runner import run_once
-from tests.catalogue import EXPERIMENTS, wrong_consumer
+from tests.catalogue import experiment
 
 
 def _judge(cluster, name, seed, tmp_path):
-    exp = wrong_consumer(name) if name.startswith("wrong-") else load_experiment(EXPERIMENTS / f"{name}.yaml")
+    exp = experiment(name)
     run_dir = run_once(cluster, exp, seed, tmp_path / f"{name}-{seed}")
     verdict = judge_run(run_dir, exp.checkers.names())
     cluster.heal()
