@@ -62,6 +62,11 @@ def _run(cwd: Path, *experiments: str) -> dict[str, dict[str, Any]]:
     return outcomes
 
 
+def _example_runs(factory: pytest.TempPathFactory, example: str, *names: str) -> dict[str, dict[str, Any]]:
+    """The example copied outside the repository, its experiments ``names`` (files ``NAME.yaml``) run there."""
+    return _run(_copy(example, factory.mktemp("outside-the-repo")), *(f"{name}.yaml" for name in names))
+
+
 def _verdicts(outcome: dict[str, Any]) -> dict[str, str]:
     return {name: r["valid"] for name, r in outcome["checks"].items()}
 
@@ -77,14 +82,12 @@ PYTHON_SERVICE_MORE = ("orders-paused-past-session-timeout", "broken-commit-befo
 
 @pytest.fixture(scope="module")
 def python_service(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    cwd = _copy("python-service", tmp_path_factory.mktemp("outside-the-repo"))
-    return _run(cwd, *(f"{name}.yaml" for name in PYTHON_SERVICE))
+    return _example_runs(tmp_path_factory, "python-service", *PYTHON_SERVICE)
 
 
 @pytest.fixture(scope="module")
 def python_service_more(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    cwd = _copy("python-service", tmp_path_factory.mktemp("outside-the-repo"))
-    return _run(cwd, *(f"{name}.yaml" for name in PYTHON_SERVICE_MORE))
+    return _example_runs(tmp_path_factory, "python-service", *PYTHON_SERVICE_MORE)
 
 
 def _python_service(request: pytest.FixtureRequest, experiment: str) -> dict[str, Any]:
@@ -235,15 +238,13 @@ def test_an_interceptor_that_cannot_be_loaded_is_one_line_naming_the_member(java
 
 @pytest.fixture(scope="module")
 def black_box(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    cwd = _copy("black-box", tmp_path_factory.mktemp("outside-the-repo"))
-    return _run(cwd, "black-box.yaml", "broken-commit-before-process.yaml")
+    return _example_runs(tmp_path_factory, "black-box", "black-box", "broken-commit-before-process")
 
 
 @pytest.fixture(scope="module")
 def black_box_reporting(tmp_path_factory) -> dict[str, dict[str, Any]]:
     """make test-all: the reporting variant (parsing the reports: tests/unit/workload/test_processed_reports.py)."""
-    cwd = _copy("black-box", tmp_path_factory.mktemp("outside-the-repo"))
-    return _run(cwd, "black-box-reporting.yaml")
+    return _example_runs(tmp_path_factory, "black-box", "black-box-reporting")
 
 
 def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(black_box):
