@@ -18,6 +18,7 @@ Python and fails with exceptions instead.
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 import time
@@ -41,6 +42,12 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from chaos.errors import InfrastructureError, UsageError
+
+# kafka-python 3 logs every refused connect of its IO thread at ERROR and adds no handler of its own, so in a
+# process that configured no logging (the `chaos` command, a pytest session after its capture ended) Python's
+# last-resort handler printed them to stderr: a wall of lines each time a fault killed a broker. The admin's
+# failures reach this module as exceptions; the records still reach any handler the user configured.
+logging.getLogger("kafka").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 

@@ -274,12 +274,14 @@ class KafkaCluster:
 
     def stop(self) -> None:
         """End every node and proxy (and what the runner made outside the session), delete the cluster's directory."""
+        # the admin first: kafka-python 3's IO thread would otherwise log every refused reconnect to the nodes
+        # stopping under it
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         try:
             self.nodes.close(self)
         finally:
-            if self._admin is not None:
-                self._admin.close()
-                self._admin = None
             if self.session is not None:
                 self.session.close()
             self._procs.clear()

@@ -27,7 +27,8 @@ Three sources, each an event kind (docs/architecture.md, "The history"):
 * ``broker_log`` — every broker's log tailed and its group coordinator lines parsed (below);
   ``ts``/``mono_ns`` come from the line's own timestamp (ms), mapped onto CLOCK_MONOTONIC, so the
   line sorts where it happened rather than when it was read.
-* ``committed_offsets`` — OffsetFetch samples (every ``offsets_interval``), written when they change.
+* ``committed_offsets`` — OffsetFetch samples (every ``offsets_interval``), written when they change,
+  stamped when the request was sent (the earliest moment the answer can describe).
 
 Lines parsed, classic groups (Kafka 2.8–3.9 ``kafka.coordinator.group.GroupCoordinator``; the same
 words from Kafka 4.x's ``org.apache.kafka.coordinator.group.GroupMetadataManager``, which appends
@@ -350,6 +351,9 @@ class GroupObserver:
             self._thread.join(30)
         self._read_logs()  # the last lines written before the stop
         self.events.close()
+        # kafka-python 3 keeps an IO thread per client: one left open reconnects to the stopped cluster for as
+        # long as the process lives (a leaked thread per run in a pytest session, logging each refused connect)
+        self.admin.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -432,11 +436,18 @@ class GroupObserver:
             coordinator = self.admin.coordinator_id(self.group, wait=False)
             if coordinator is None:
                 return
+            # The sample is stamped when its OffsetFetch was sent, not when the answer was read: the coordinator
+            # answered from its state at some moment in between, and a commit acknowledged before the request
+            # left must show in the answer, one acknowledged after it need not. Read late (kafka-python 3's IO
+            # thread held up 0.5 s on a loaded machine), an answer stamped at its reading showed offsets from
+            # before a commit acknowledged 0.5 s earlier: a false committed-offsets violation.
+            ts, sent_ns = time.time(), time.monotonic_ns()
             offsets = self.admin.committed_offsets(self.group, wait=False, coordinator=coordinator)
         except Exception:  # noqa: BLE001
             return
         rows = sorted([t, p, o] for (t, p), o in offsets.items() if o >= 0)
         key = tuple(map(tuple, rows))
         if key != self._last_offsets:
-            self.events.emit(Kind.COMMITTED_OFFSETS, group=self.group, coordinator=coordinator, offsets=rows)
+            self.events.emit(Kind.COMMITTED_OFFSETS, ts=ts, mono_ns=sent_ns, group=self.group,
+                             coordinator=coordinator, offsets=rows)
             self._last_offsets = key
