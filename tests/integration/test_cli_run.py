@@ -52,8 +52,9 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     assert json.loads((again / "replay.json").read_text())["reproduced"] is True
     assert json.loads((again / "checks.json").read_text())["valid"] == "false"
 
-    # and shrunk, within a small budget: whatever it reached is a loadable experiment that failed
-    res = chaos("shrink", str(run_dir), "--budget", "100s", "--confirm", "0", "--out", str(tmp_path / "shrunk"))
+    # and shrunk, within a budget that holds the replay only (a run of it is estimated at 17.5 s; the search's
+    # own steps are test_shrink's): whatever it reached is a loadable experiment that failed
+    res = chaos("shrink", str(run_dir), "--budget", "30s", "--confirm", "0", "--out", str(tmp_path / "shrunk"))
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("minimal: 0 of 0 faults"), res.stdout
     minimal = yaml.safe_load((tmp_path / "shrunk" / "minimal.yaml").read_text())
@@ -63,7 +64,8 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
 
 
 def test_nightly_archives_runs_by_date_within_its_budget(tmp_path):
-    res = chaos("run", "--nightly", "--budget", "45s", "--seed", "9", "--out", str(tmp_path / "results"),
+    # a budget that holds one baseline run (estimated at 23.5 s; the cluster start counts against it)
+    res = chaos("run", "--nightly", "--budget", "30s", "--seed", "9", "--out", str(tmp_path / "results"),
                 "experiments/baseline.yaml")
     assert res.returncode == 0, res.stderr[-2000:]
     nights = list((tmp_path / "results").iterdir())

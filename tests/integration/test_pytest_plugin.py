@@ -36,23 +36,6 @@ def _props(xml_path: Path) -> dict[str, list[str]]:
     return out
 
 
-def test_readme_example_passes_and_junit_carries_seed_and_run_dir(pytester: pytest.Pytester):
-    handler, test = readme_example()
-    pytester.makepyfile(orders=handler, test_orders=test)
-    xml = pytester.path / "junit.xml"
-    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={xml}", "--chaos-seed", "5",
-                                        f"--chaos-out={pytester.path / 'runs'}", timeout=600)
-    res.assert_outcomes(passed=1)
-    props = _props(xml)
-    seeds = [v for k, v in props.items() if k.endswith(":chaos_seed")]
-    run_dirs = [v for k, v in props.items() if k.endswith(":chaos_run_dir")]
-    assert seeds and seeds[0] == ["5"]
-    run_dir = Path(run_dirs[0][0])
-    assert (run_dir / "history.jsonl").exists() and (run_dir / "checks.json").exists()
-    # the user's own processing function ran in the members: it writes a marker per record
-    assert any((pytester.path / "processed").iterdir())
-
-
 FAILING = '''
 def test_a_consumer_that_skips_records(consumer_group, producer, history):
     consumer_group(members=2, wrong_mode="skip_records", skip_every=5)
@@ -71,17 +54,34 @@ def test_baseline(run_experiment):
 '''
 
 
-def test_failed_invariant_fails_the_test_with_the_explanation_and_seed_reruns(pytester: pytest.Pytester):
-    pytester.makepyfile(test_bad=FAILING, test_exp=EXPERIMENT)
+def test_readme_example_passes_a_failed_invariant_fails_with_its_explanation_and_the_seed_reruns(
+        pytester: pytest.Pytester):
+    """One pytest session of a user's (one cluster, as in a user's CI): the README's example, a consumer that skips
+    records and a catalogue experiment, each a test of its own."""
+    handler, test = readme_example()
+    pytester.makepyfile(orders=handler, test_orders=test, test_bad=FAILING, test_exp=EXPERIMENT)
     pytester.makeini(f"[pytest]\nchaos_experiments = {ROOT / 'experiments'}\n")
     xml = pytester.path / "junit.xml"
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={xml}", "--chaos-seed", "7",
                                         f"--chaos-out={pytester.path / 'runs'}", timeout=900)
-    res.assert_outcomes(passed=1, failed=1)
+    res.assert_outcomes(passed=2, failed=1)
+    props = _props(xml)
+
+    # the README's example passed, and its JUnit case carries the seed and its run directory
+    (name,) = re.findall(r"^def (test_\w+)", test, flags=re.MULTILINE)
+    assert props[f"{name}:chaos_seed"] == ["7"], props
+    run_dir = Path(props[f"{name}:chaos_run_dir"][0])
+    assert (run_dir / "history.jsonl").exists() and (run_dir / "checks.json").exists()
+    # the user's own processing function ran in the members: it writes a marker per record
+    assert any((pytester.path / "processed").iterdir())
+
+    # the consumer that skips records failed, the explanation and the evidence in the test's report
     out = res.stdout.str()
     assert "kafka-chaos: invariant violated" in out and "[delivery]" in out and "chaos check" in out
     assert re.search(r"evidence seq \d+", out)
-    props = _props(xml)
+    failed = [line for line in out.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 1 and "test_bad.py::test_a_consumer_that_skips_records" in failed[0], failed
+
     assert props["test_baseline:chaos_seed"] == ["7"]
     run_dir = Path(props["test_baseline:chaos_run_dir"][0])
     # the same seed gives the same schedule: rerunning with --chaos-seed 7 replays it

@@ -1,4 +1,5 @@
-"""The Spark re-check of delivery's commit half and of committed-offset monotonicity (issue 15, item 4).
+"""The Spark re-check of delivery (both halves: lost records, commits ahead of processing), committed-offset
+monotonicity and fencing (issue 15, item 4).
 
 Each invariant gets hand-made histories: one both sides find bad (agree), one near miss both pass, and a
 copy of the bad one whose ``checks.json`` was edited so the checker no longer says so (or says something
@@ -127,6 +128,18 @@ def _commit_near_miss(name: str = "commit-near-miss", *, next_batch: bool = True
     return h
 
 
+# --------------------------------------------------------------------------- delivery: lost
+
+def _lost() -> _History:
+    """t-0@2 acknowledged, never consumed, and not read at the end: lost."""
+    h = _History("lost-record")
+    h.send(0, 0, 1, 2)
+    h.consume(0, 0, 0, 1)
+    h.commit(0, 0, 2)
+    h.finish()
+    return h
+
+
 # --------------------------------------------------------------------------- committed offsets
 
 def _offsets_back() -> _History:
@@ -210,6 +223,16 @@ def _edit_checks(run_dir: Path, checker: str, edit) -> None:
     path.write_text(json.dumps(checks))
 
 
+def _edit_metric(run_dir: Path, checker: str, metric: str, value: float) -> None:
+    """Rewrite one checker's metric in checks.json (the delivery half reads ``lost`` from there)."""
+    path = run_dir / "checks.json"
+    checks = json.loads(path.read_text())
+    for r in checks["results"]:
+        if r["checker"] == checker:
+            r["metrics"][metric] = value
+    path.write_text(json.dumps(checks))
+
+
 def _copy(h: _History, name: str) -> _History:
     c = _History(name)
     c.lines = [dict(h.lines[0], run_id=f"recheck-{name}"), *h.lines[1:]]
@@ -222,7 +245,7 @@ def recheck_report(spark, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     from chaos.report.job import build_report
 
     results = tmp_path_factory.mktemp("recheck") / "results"
-    for h in (_commit_ahead(), _commit_near_miss(), _offsets_back(), _offsets_near_miss(),
+    for h in (_lost(), _commit_ahead(), _commit_near_miss(), _offsets_back(), _offsets_near_miss(),
               # the near misses without what makes them legal: both sides must find them
               _commit_near_miss("auto-commit-never-processed", next_batch=False),
               _offsets_near_miss("offsets-deposed-not-loaded", load=False),
@@ -231,6 +254,8 @@ def recheck_report(spark, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
               _fencing("fencing-kip848-line", in_flight=False, kip848_line=True)):
         h.write(results)
     # the same bad histories, with a checks.json that no longer (or wrongly) reports them
+    d = _copy(_lost(), "lost-record-unreported").write(results)
+    _edit_metric(d, "delivery", "lost", 0)
     d = _copy(_commit_ahead(), "commit-ahead-unreported").write(results)
     _edit_checks(d, "delivery", lambda fs: [f for f in fs if "had not been processed" not in f["description"]])
     d = _copy(_offsets_back(), "offsets-back-unreported").write(results)
@@ -303,6 +328,17 @@ def test_near_misses_without_their_excuse_are_found_by_both(recheck_rows, run, i
     assert row["spark_violations"] == row["checker_findings"] >= 1, row
 
 
+def test_a_lost_record_is_found_by_both_and_a_checks_json_that_missed_it_is_a_disagreement(recheck_rows):
+    row = recheck_rows[("lost-record", "delivery")]
+    assert row["compared"] and row["agree"] is True, row
+    assert row["spark_violations"] == row["checker_findings"] == 1, row
+    assert "t-0@2" in row["spark_example"], row
+    row = recheck_rows[("lost-record-unreported", "delivery")]
+    assert row["compared"] and row["agree"] is False, row
+    assert row["spark_violations"] == 1 and row["checker_findings"] == 0, row
+    assert row["note"] == "checker lost=0, Spark lost=1", row
+
+
 def test_commit_ahead_unreported_is_a_disagreement(recheck_rows):
     row = recheck_rows[("commit-ahead-unreported", "delivery-commits")]
     assert row["compared"] and row["agree"] is False, row
@@ -343,10 +379,11 @@ def test_offsets_back_on_another_partition_shows_both_sides(recheck_rows):
 
 
 def test_every_other_pair_agrees_or_says_why_not(recheck_rows):
-    edited = {"commit-ahead-unreported", "offsets-back-unreported", "offsets-back-other-partition",
-              "fencing-stale-unreported", "fencing-in-flight-reported"}
+    edited = {("lost-record-unreported", "delivery"), ("commit-ahead-unreported", "delivery-commits"),
+              ("offsets-back-unreported", "committed-offsets"), ("offsets-back-other-partition", "committed-offsets"),
+              ("fencing-stale-unreported", "fencing"), ("fencing-in-flight-reported", "fencing")}
     for (run, inv), row in recheck_rows.items():
-        if run in edited and inv in ("delivery-commits", "committed-offsets", "fencing"):
+        if (run, inv) in edited:
             continue
         assert row["agree"] is True or (not row["compared"] and row["note"]), (run, inv, row)
 
@@ -371,7 +408,8 @@ def test_report_page_shows_the_disagreements_with_both_sides(recheck_report):
     out, summary = recheck_report
     assert not summary["recheck"]["agree"]
     disagreeing = {(d["run"].split("/")[-1], d["invariant"]) for d in summary["recheck"]["disagreements"]}
-    assert disagreeing == {("run-commit-ahead-unreported", "delivery-commits"),
+    assert disagreeing == {("run-lost-record-unreported", "delivery"),
+                           ("run-commit-ahead-unreported", "delivery-commits"),
                            ("run-offsets-back-unreported", "committed-offsets"),
                            ("run-offsets-back-other-partition", "committed-offsets"),
                            ("run-fencing-stale-unreported", "fencing"),
