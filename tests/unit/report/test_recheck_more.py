@@ -212,25 +212,27 @@ def _fencing(name: str, *, in_flight: bool, kip848_line: bool = False) -> _Histo
     return h
 
 
-def _edit_checks(run_dir: Path, checker: str, edit) -> None:
-    """Rewrite one checker's findings in checks.json (a stale or wrong checks.json)."""
+def _edit_result(run_dir: Path, checker: str, edit) -> None:
+    """Rewrite one checker's result in checks.json in place (a stale or wrong checks.json)."""
     path = run_dir / "checks.json"
     checks = json.loads(path.read_text())
     for r in checks["results"]:
         if r["checker"] == checker:
-            r["findings"] = edit(r["findings"])
-            r["valid"] = "false" if any(f.get("violation", True) for f in r["findings"]) else "true"
+            edit(r)
     path.write_text(json.dumps(checks))
+
+
+def _edit_checks(run_dir: Path, checker: str, edit) -> None:
+    """Rewrite one checker's findings (and its verdict with them)."""
+    def findings(r: dict[str, Any]) -> None:
+        r["findings"] = edit(r["findings"])
+        r["valid"] = "false" if any(f.get("violation", True) for f in r["findings"]) else "true"
+    _edit_result(run_dir, checker, findings)
 
 
 def _edit_metric(run_dir: Path, checker: str, metric: str, value: float) -> None:
-    """Rewrite one checker's metric in checks.json (the delivery half reads ``lost`` from there)."""
-    path = run_dir / "checks.json"
-    checks = json.loads(path.read_text())
-    for r in checks["results"]:
-        if r["checker"] == checker:
-            r["metrics"][metric] = value
-    path.write_text(json.dumps(checks))
+    """Rewrite one checker's metric (the delivery half reads ``lost`` from there)."""
+    _edit_result(run_dir, checker, lambda r: r["metrics"].__setitem__(metric, value))
 
 
 def _copy(h: _History, name: str) -> _History:
