@@ -62,6 +62,19 @@ from chaos.errors import InfrastructureError
 APT_PACKAGES = ("docker.io", "debootstrap")
 
 
+
+def _mounts_below(root: str) -> list[tuple[str, str]]:
+    """(mount point, file system type) of every mount at or below ``root``, deepest first, from
+    /proc/self/mountinfo (fields up to `` - `` then the type, proc(5)); none when it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            rows = [line.split() for line in f]
+    except OSError:
+        return []
+    found = [(r[4], r[r.index("-") + 1]) for r in rows if "-" in r and (r[4] == root or r[4].startswith(root + "/"))]
+    return sorted(found, key=lambda m: m[0].count("/"), reverse=True)
+
+
 class EngineUnavailable(InfrastructureError):
     """The Docker engine cannot be started here; the message is the one-line reason."""
 
@@ -271,16 +284,16 @@ class DockerEngine:
 
     def _remove_dir(self) -> None:
         """Remove the engine directory once dockerd is gone: it then holds only runtime state (config, exec
-        root), and nothing of the engine may outlive it. Left in place, with a line saying why, while anything
-        is still mounted below it (a container's root file system under the exec root after a SIGKILLed
-        dockerd): removing files through a mount would reach into what it mounts."""
+        root), and nothing of the engine may outlive it. A network-namespace handle dockerd bind-mounted under
+        its exec root (``exec/netns/default``, libnetwork's sandbox of the namespace it runs in) and left
+        behind is unmounted first: an nsfs mount holds a namespace, no files, so nothing is reached through
+        it (seen after a dockerd started outside a namespace of ours). Left in place, with a line saying why,
+        while anything else is still mounted below it (a container's root file system under the exec root
+        after a SIGKILLed dockerd): removing files through a mount would reach into what it mounts."""
         root = str(self.dir.resolve())
-        try:
-            with open("/proc/self/mountinfo") as f:
-                mounts = [line.split()[4] for line in f]
-        except OSError:
-            return
-        busy = [m for m in mounts if m == root or m.startswith(root + "/")]
+        for target in [m for m, fstype in _mounts_below(root) if fstype == "nsfs"]:
+            subprocess.run(["umount", target], capture_output=True, timeout=10, check=False)
+        busy = [m for m, _ in _mounts_below(root)]
         if busy:
             print(f"kafka-chaos: kept {self.dir}: {busy[0]} is still mounted", file=sys.stderr)
             return
