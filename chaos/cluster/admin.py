@@ -249,11 +249,11 @@ class ClusterAdmin:
                                           f"last saw {last}")
             time.sleep(0.2)
 
-    def _metadata(self, topics: list[str], node_id: int | None = None) -> Any:
+    def _metadata(self, topics: list[str], node_id: int | None = None, attempts: int = 3) -> Any:
         """A ``MetadataResponse`` for ``topics`` ([]: brokers and controller only), from ``node_id`` if given."""
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                                   allow_auto_topic_creation=False)
-        return self._call(lambda c: self._send(c, request, node_id))
+        return self._call(lambda c: self._send(c, request, node_id), attempts)
 
     def controller_id(self, wait: bool = True) -> int | None:
         """The broker id the cluster names as controller.
@@ -283,8 +283,10 @@ class ClusterAdmin:
         # the version is negotiated with that broker (ApiVersions): Kafka 4.0 removed Metadata v0-v3 (KIP-896)
         return sorted(b.node_id for b in self._metadata([], broker_id).brokers)
 
-    def cluster(self) -> tuple[int | None, list[int]]:
-        md = self._metadata([])
+    def cluster(self, attempts: int = 3) -> tuple[int | None, list[int]]:
+        """(controller id or None, registered broker ids); ``attempts`` bounds the connection-level retries
+        (each up to the client's bootstrap timeout)."""
+        md = self._metadata([], attempts=attempts)
         cid = md.controller_id
         return (None if cid is None or cid < 0 else cid), sorted(b.node_id for b in md.brokers)
 

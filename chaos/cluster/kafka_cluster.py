@@ -406,7 +406,9 @@ class KafkaCluster:
         def brokers_and_controller() -> bool | None:
             for b in topo.brokers:
                 self._check_alive(b.node)
-            controller, _ = self.admin.cluster()
+            # one connection attempt per round: a broker that exits while starting (a bad override) is named
+            # by the next round's liveness check after one bootstrap timeout, not three
+            controller, _ = self.admin.cluster(attempts=1)
             return True if controller is not None and self.brokers_see_each_other() else None
 
         retry(brokers_and_controller, deadline, f"brokers {want} to register, see each other and elect a controller")

@@ -85,13 +85,15 @@ def test_maven_unreachable_is_one_line(tmp_path, state_env):
 
 def test_go_proxy_unreachable_is_one_line(tmp_path, state_env):
     cache = tmp_path / "cache"
-    # Kafka "cached" so only the Toxiproxy build runs
-    from chaos.cluster.runtime import cache_root
-    real = cache_root() / "kafka" / "3.9.1"
-    if not (real / ".complete").exists():
-        pytest.skip("runtime not set up")
+    # every Kafka release `chaos setup` fetches "cached", so only the Toxiproxy build runs
+    from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, cache_root
+    from chaos.model.cluster import KRAFT_KAFKA_VERSION
     (cache / "kafka").mkdir(parents=True)
-    (cache / "kafka" / "3.9.1").symlink_to(real)
+    for version in (DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION):
+        real = cache_root() / "kafka" / version
+        if not (real / ".complete").exists():
+            pytest.skip("runtime not set up")
+        (cache / "kafka" / version).symlink_to(real)
     env = dict(state_env, KAFKA_CHAOS_CACHE=str(cache), GOPROXY="http://127.0.0.1:9", GOSUMDB="off",
                GOFLAGS="", GOPATH=str(tmp_path / "gopath"))
     assert_one_line_error(run(["setup"], env=env), "go could not build Toxiproxy")
