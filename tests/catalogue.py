@@ -16,7 +16,7 @@ from chaos.experiment import Experiment, load_experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 #: the quiesce bound of a wrong consumer's run in the tests
-WRONG_QUIESCE_S = 15.0
+WRONG_QUIESCE_S = 8.0
 
 
 def wrong_consumer(name: str) -> Experiment:
