@@ -66,11 +66,7 @@ class _ReportBuild:
             self.spark.set_result(spark_session("local[2]"))
             if self.with_report:
                 self._go_on()
-                from chaos.report.job import build_report
-
-                out = self.dir / "out"
-                self.report.set_result((out, build_report(self.archive.result(), out, timelines=4,
-                                                          progress=lambda msg: None)))
+                self.report.set_result(_fixture_report(self.archive.result(), self.dir / "out"))
             if self.with_recheck:
                 self._go_on()
                 self.recheck.set_result(_recheck_report(self.dir / "recheck"))
@@ -101,6 +97,13 @@ class _ReportBuild:
         if session is not None:
             session.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _fixture_report(archive: Path, out: Path) -> tuple[Path, dict[str, Any]]:
+    """(report dir, summary) of the report over the fixture archive."""
+    from chaos.report.job import build_report
+
+    return out, build_report(archive, out, timelines=4, progress=lambda msg: None)
 
 
 def _recheck_report(base: Path) -> tuple[Path, dict[str, Any]]:
@@ -171,11 +174,7 @@ def report(archive, spark, tmp_path_factory):
     """(report dir, summary) of the report over the fixture archive."""
     if _build is not None and _build.with_report:
         return _build.report.result()
-    from chaos.report.job import build_report
-
-    out = tmp_path_factory.mktemp("report") / "out"
-    summary = build_report(archive, out, timelines=4, progress=lambda msg: None)
-    return out, summary
+    return _fixture_report(archive, tmp_path_factory.mktemp("report") / "out")
 
 
 @pytest.fixture(scope="session")

@@ -62,7 +62,6 @@ from chaos.errors import InfrastructureError
 APT_PACKAGES = ("docker.io", "debootstrap")
 
 
-
 def _mounts_below(root: str) -> list[tuple[str, str]]:
     """(mount point, file system type) of every mount at or below ``root``, deepest first, from
     /proc/self/mountinfo (fields up to `` - `` then the type, proc(5)); none when it cannot be read."""
