@@ -252,19 +252,35 @@ def cluster() -> None:
 @click.option("--base-port", default=None, type=int, help="use fixed ports from here instead of free ones")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="a broker setting (server.properties key), repeatable")
+@click.option("--like", default=None, metavar="EXPERIMENT",
+              help="the cluster an experiment (.yaml or catalogue name) asks for, to run it on with "
+                   "`chaos run EXPERIMENT --cluster SESSION`; shape options beside it are refused")
 @click.option("--json", "as_json", is_flag=True, help="print the status (addresses, pids, settings) as JSON")
 def cluster_up(brokers, kafka_version, mode, zookeepers, controllers, controller_placement, lanes, replication_factor,
-               base_port, overrides, as_json) -> None:
+               base_port, overrides, like, as_json) -> None:
     """Start a cluster that keeps running after this command exits (stop it with `chaos cluster down`).
 
     ZooKeeper mode (Kafka 2.8.x-3.9.x) runs ZooKeeper and brokers; KRaft (3.7.x-4.x, KIP-500) runs a
     controller quorum, inside the brokers or apart from them, and no ZooKeeper."""
-    from chaos.cluster.local import LocalCluster
     from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
     from chaos.cluster.topology import ClusterSpec
-    from chaos.model.cluster import ControllerPlacement
 
     _check_kafka_version(kafka_version)
+    given = click.get_current_context().get_parameter_source
+    if like is not None:
+        from chaos.experiment import load_experiment
+
+        shape_opts = [n for n in ("brokers", "kafka_version", "mode", "zookeepers", "controllers",
+                                  "controller_placement", "lanes", "replication_factor", "overrides")
+                      if given(n) is click.core.ParameterSource.COMMANDLINE]
+        if shape_opts:
+            raise UsageError(f"--like {like} gives the cluster's shape: drop --{shape_opts[0].replace('_', '-')} "
+                             "(or --like and give the shape)")
+        exp_spec = load_experiment(like).cluster
+        if base_port is not None:
+            exp_spec = exp_spec.model_copy(update={"base_port": base_port})
+        _start_detached(exp_spec, as_json)
+        return
     parsed = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -276,21 +292,28 @@ def cluster_up(brokers, kafka_version, mode, zookeepers, controllers, controller
                              lanes=lanes, replication_factor=replication_factor, base_port=base_port,
                              broker_overrides=parsed)
     # an option of the other mode would be ignored without a word: refuse it instead
-    given = click.get_current_context().get_parameter_source
     other = ("controllers", "controller_placement") if not spec.kraft else ("zookeepers",)
     for name in other:
         if given(name) is click.core.ParameterSource.COMMANDLINE:
             raise UsageError(f"--{name.replace('_', '-')} applies to {'ZooKeeper' if spec.kraft else 'KRaft'} "
                              f"mode only; this cluster runs {spec.metadata_mode.value} (kafka {spec.kafka_version}): "
                              f"drop it or choose --mode / --kafka-version")
+    _start_detached(spec, as_json)
+
+
+def _start_detached(spec, as_json: bool) -> None:
+    """Start ``spec``'s cluster detached (it outlives this command) and print where it is."""
+    from chaos.cluster.local import LocalCluster
+    from chaos.model.cluster import ControllerPlacement
+
     c = LocalCluster(spec, detached=True)
     console = _console()
     if spec.kraft:
         where = (f"in JVMs of their own ({', '.join(spec.controller_nodes)})"
                  if spec.controller_placement is ControllerPlacement.ISOLATED else f"in {', '.join(spec.controller_nodes)}")
-        nodes = f"{spec.controllers} KRaft controller(s) {where}, {brokers} broker(s)"
+        nodes = f"{spec.controllers} KRaft controller(s) {where}, {spec.brokers} broker(s)"
     else:
-        nodes = f"{zookeepers} ZooKeeper, {brokers} broker(s)"
+        nodes = f"{spec.zookeepers} ZooKeeper, {spec.brokers} broker(s)"
     console.log(f"starting {nodes} and Toxiproxy (kafka {spec.kafka_version}; usually 5-15 s) ...")
     with console.status("waiting for the cluster to be usable ..."):
         c.start()
@@ -302,6 +325,7 @@ def cluster_up(brokers, kafka_version, mode, zookeepers, controllers, controller
         for lane, servers in status["bootstrap"].items():
             click.echo(f"  bootstrap {lane:5s} {servers}")
         click.echo(f"  toxiproxy {status['toxiproxy']['api']}   workdir {status['workdir']}")
+        click.echo(f"run on it with: chaos run EXPERIMENT --cluster {status['session']}")
         click.echo(f"stop it with: chaos cluster down {status['session']}")
 
 
@@ -400,6 +424,25 @@ def demo(out: Path, records: int) -> None:
     refuse_out_in_run(out)
     run_demo(out, say=click.echo, records=records)
     sys.exit(run_headline(out, say=click.echo))
+
+
+_CLUSTER_OPTION = click.option(
+    "--cluster", "attach", default=None, metavar="SESSION",
+    help="run on this running local cluster instead of starting one (`chaos cluster up --like EXPERIMENT`; names "
+         "in `chaos cluster status`): healed before each run, left running after; its shape must be the "
+         "experiment's")
+
+
+def _attach(name: str | None, exps: list, backend: str | None) -> Path | None:
+    """``--cluster``'s session directory, once every experiment is known to fit it (else one UsageError)."""
+    if name is None:
+        return None
+    from chaos.cluster.local import attachable
+    from chaos.runner import refuse_unfit
+
+    cluster_dir = attachable(name)
+    refuse_unfit(exps, cluster_dir, backend)
+    return cluster_dir
 
 
 _DIR_OPTION = click.option(
@@ -564,10 +607,11 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
 @click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h, 900s)")
+@_CLUSTER_OPTION
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print the outcomes as a JSON list (one object per run) instead of one line per run")
-def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, nightly, budget, directories,
+def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, nightly, budget, attach, directories,
         as_json) -> None:
     """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
     planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
@@ -620,6 +664,18 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
         exps = fitting
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
+    if attach is not None and not experiments:  # the catalogue: what this cluster's shape cannot run is left out
+        from chaos.cluster.kafka_cluster import attach_state
+        from chaos.cluster.local import attachable
+
+        have = attach_state(attachable(attach))[0].spec
+        left = [e for e in exps if e.cluster.differences(have)]
+        if len(left) == len(exps):
+            raise UsageError(f"--cluster {attach}: no catalogue experiment has its shape; name one, or start a cluster "
+                             "with `chaos cluster up --like EXPERIMENT`")
+        console.log(f"--cluster {attach}: left out {len(left)} experiment(s) of another cluster shape")
+        exps = [e for e in exps if e not in left]
+    cluster_dir = _attach(attach, exps, backend)
     budget_s = parse_budget(budget) if nightly else 0.0
     total = "?" if nightly else sum(runs or e.runs for e in exps)
     done = {"n": 0}
@@ -655,11 +711,13 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     from dataclasses import asdict
     try:
         if nightly:
-            outcomes = run_nightly(exps, root, budget_s, seed=seed, on_run=finished, on_start=started)
+            outcomes = run_nightly(exps, root, budget_s, seed=seed, on_run=finished, on_start=started,
+                                   attach=cluster_dir)
             console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
                         f"archived under {root}")
         else:
-            outcomes = run_experiments(exps, root, runs=runs, seed=seed, on_run=finished, on_start=started)
+            outcomes = run_experiments(exps, root, runs=runs, seed=seed, on_run=finished, on_start=started,
+                                       attach=cluster_dir)
     except BatchStopped as exc:
         if as_json:  # stdout keeps its one shape: the runs done, the failed one included
             click.echo(json.dumps([asdict(o) for o in exc.outcomes], indent=1))
@@ -682,7 +740,8 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
               help="where the replay's run directory goes")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
               help="run on this backend instead of the recorded one")
-def replay(run_dir: Path, out: Path, backend: str | None) -> None:
+@_CLUSTER_OPTION
+def replay(run_dir: Path, out: Path, backend: str | None, attach: str | None) -> None:
     """Rerun RUN_DIR (a directory `chaos run` wrote) with its experiment as resolved, its seed, and its faults as
     they fired: time triggers at the second each fault took effect, random targets pinned to the member or
     broker they hit, live triggers waiting for their state again from about when they fired (roles such as
@@ -695,13 +754,14 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
     rec = load_recorded(run_dir)
     refuse_out_in_run(out)
     exp, notes = as_fired(rec)
+    cluster_dir = _attach(attach, [exp], backend)
     console = _console()
     for note in notes:
         console.log(f"replay: {note}")
     new_dir = out / exp.name / f"replay-{time.strftime('%Y%m%d-%H%M%S')}-seed-{rec.seed}"
     console.log(f"replaying {run_dir} (verdict {rec.verdict.describe()}, {len(exp.faults)} faults as fired) "
                 f"-> {new_dir}")
-    with ClusterPool(backend=backend) as pool:
+    with ClusterPool(backend=backend, attach=cluster_dir) as pool:
         oc = pooled_run(pool, exp, rec.seed, new_dir, 0)
     if oc.valid == "error":
         raise InfrastructureError(f"the replay could not run: {oc.error}{oc.details}")
@@ -743,8 +803,9 @@ def replay(run_dir: Path, out: Path, backend: str | None) -> None:
               help="where minimal.yaml, shrink-log.jsonl and the runs go (default runs/shrink/<experiment>-<time>)")
 @click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
               help="run on this backend instead of the recorded one")
+@_CLUSTER_OPTION
 def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple[str, ...], out: Path | None,
-           backend: str | None) -> None:
+           backend: str | None, attach: str | None) -> None:
     """Search for the smallest experiment that still fails like RUN_DIR: its faults as they fired (the replay),
     then no fault, fewer faults (delta debugging), a shorter chaos phase, shorter faults, fewer members and
     partitions — each candidate run on a real cluster. minimal.yaml (rewritten whenever the search shrinks
@@ -764,8 +825,9 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
     shrink_target(rec, frozenset(checkers) or None, budget_s)
     out = out or Path("runs/shrink") / f"{rec.experiment.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     refuse_out_in_run(out)
+    cluster_dir = _attach(attach, [rec.experiment], backend)
     console = _console()
-    with ClusterPool(backend=backend) as pool:
+    with ClusterPool(backend=backend, attach=cluster_dir) as pool:
         shrinker = Shrinker(rec, out, budget_s=budget_s, tries=tries, confirm=confirm,
                             checkers=frozenset(checkers) or None, pool=pool,
                             say=lambda line: console.log(line, highlight=False))

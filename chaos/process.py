@@ -20,6 +20,15 @@ Cleanup layers, from the common case to the worst:
 The state root itself is removed when its last session directory goes, so an
 ended run or test session leaves no directory of ours behind.
 
+A running session can be *attached* (:meth:`Session.attach`) by another driver
+of the same user (``chaos run --cluster``): it adopts the recorded children by
+(pid, start time), may replace them (a restarted broker is recorded in the same
+directory, without PDEATHSIG, so it outlives the attaching command), and leaves
+them running when it lets go. One driver attaches at a time (an ``flock`` on the
+session's ``attach.lock``, released by the kernel even on SIGKILL). The owner's
+:meth:`Session.close` and :func:`stop_session_dir` end every recorded child,
+those an attaching driver started included.
+
 psutil is used for process identity (create_time) rather than parsing /proc.
 """
 
@@ -96,6 +105,10 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the whole process: its process group.
 
@@ -158,8 +171,77 @@ def log_excerpt(path: Path, lines: int = 3) -> str:
     return " | ".join(picked)[-600:] or "(empty log)"
 
 
+def is_stopped(pid: int) -> bool:
+    """Is the process SIGSTOPped (e.g. by a driver that paused it and died before resuming it)?"""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
+class AdoptedProcess:
+    """A recorded process another driver started (an attached session's child): acted on by its
+    recorded (pid, start time) only, as :class:`ManagedProcess` is, without a ``Popen`` to wait on.
+
+    Its exit code is not ours to read (its parent reaps it), so :attr:`returncode` is None.
+    """
+
+    def __init__(self, record: ProcessRecord, log_path: Path):
+        self.name = record.name
+        self.record = record
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.record.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None
+
+    def alive(self) -> bool:
+        return self.record.matches() is not None
+
+    def signal(self, sig: int) -> None:
+        """``sig`` to its process group (it leads one, see :meth:`ManagedProcess.signal`)."""
+        if self.alive():
+            try:
+                os.killpg(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def tree(self) -> list[int]:
+        try:
+            return [self.pid] + [c.pid for c in psutil.Process(self.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return [self.pid]
+
+    def kill(self, timeout: float = 10.0) -> None:
+        self.signal(signal.SIGKILL)
+        _wait_dead(self.record, timeout)
+
+    def terminate(self, grace: float) -> int | None:
+        if self.alive():
+            self.signal(signal.SIGCONT)
+            try:
+                os.kill(self.pid, signal.SIGTERM)  # the leader only, as ManagedProcess.terminate
+            except ProcessLookupError:
+                return None
+            _wait_dead(self.record, grace)
+            if self.alive():
+                self.kill()
+        return None
+
+    def log_tail(self, lines: int = 3) -> str:
+        return log_excerpt(self.log_path, lines)
+
+
+class SessionInUse(Exception):
+    """Another driver has the session attached (:meth:`Session.attach`)."""
+
+
 class Session:
-    """A directory of recorded children owned by this driver process."""
+    """A directory of recorded children owned by this driver process (or attached by it, see module doc)."""
 
     def __init__(self, kind: str, detached: bool = False):
         reap_orphans()
@@ -176,8 +258,62 @@ class Session:
         self._children: dict[str, ManagedProcess] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.attached = False
+        self._attach_fd: int | None = None
         self.set_detached(detached)
         _live_sessions.add(self)
+
+    @staticmethod
+    def attached_by(session_dir: Path) -> str | None:
+        """The pid of the driver that has the session attached now, or None (a probe: it may change after)."""
+        import fcntl
+
+        try:
+            fd = os.open(session_dir / "attach.lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None
+        except BlockingIOError:
+            return os.read(fd, 64).decode(errors="replace").strip() or "?"
+        finally:
+            os.close(fd)  # releases the probe's shared lock, if it got one
+
+    @classmethod
+    def attach(cls, session_dir: Path) -> Session:
+        """Attach the running session in ``session_dir``: its children are adopted (:class:`AdoptedProcess`,
+        see :meth:`adopted`), what this driver spawns is recorded there and outlives it, and
+        :meth:`close` lets go without ending anything. Raises :class:`SessionInUse` when another driver
+        has it attached."""
+        import fcntl
+
+        self = cls.__new__(cls)
+        self.id, self.dir = session_dir.name, session_dir
+        lock_path = session_dir / "attach.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip()
+            os.close(fd)
+            raise SessionInUse(holder or "?") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._attach_fd = fd
+        self._children = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.detached = True  # what this driver spawns gets no PDEATHSIG: the session outlives it
+        self.attached = True
+        return self
+
+    def adopted(self, log_paths: dict[str, Path], known: dict[str, int] | None = None) -> dict[str, AdoptedProcess]:
+        """The session's recorded children that still run, by name (log paths as the caller knows them), but
+        those whose pid is already ``known`` (name -> pid): what another driver started in their place."""
+        known = known or {}
+        live = [r for r in _read_records(self.dir) if known.get(r.name) != r.pid and r.matches() is not None]
+        return {r.name: AdoptedProcess(r, log_paths.get(r.name, self.dir / f"{r.name}.log")) for r in live}
 
     def set_detached(self, detached: bool) -> None:
         """A detached session (``chaos cluster up``) outlives its driver on purpose."""
@@ -236,11 +372,24 @@ class Session:
             return list(self._children.values())
 
     def close(self, remove_dir: bool = True) -> None:
-        """Kill every child and delete the session directory (idempotent)."""
+        """Kill every child and delete the session directory (idempotent).
+
+        Every recorded child is ended, those a driver that attached the session started included
+        (they are in the directory, not in this object). An attached session only lets go: its
+        lock is released and nothing is ended."""
         if self._closed:
+            return
+        if self.attached:
+            if self._attach_fd is not None:
+                os.close(self._attach_fd)  # releases the flock
+                self._attach_fd = None
+            self._closed = True
             return
         for proc in self.children():
             proc.kill()
+        for rec in _read_records(self.dir):
+            if rec.matches() is not None:
+                AdoptedProcess(rec, self.dir).kill()
         _run_cleanup(self.dir)
         if remove_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -352,6 +501,12 @@ def reap_orphans() -> list[ProcessRecord]:
             continue
         reaped.extend(stop_session_dir(d))
     return reaped
+
+
+def session_running(session_dir: Path) -> bool:
+    """Is the session in ``session_dir`` live: its owner running, or detached with a recorded child alive?"""
+    alive, detached = _owner_alive(session_dir)
+    return alive or (detached and any(r.matches() for r in _read_records(session_dir)))
 
 
 def detached_sessions() -> list[Path]:

@@ -74,14 +74,35 @@ class RunOutcome:
         return {"false": EXIT_FALSE, "unknown": EXIT_UNKNOWN}.get(self.valid, EXIT_FALSE)
 
 
+def refuse_unfit(experiments: Iterable[Experiment], cluster_dir: Path, backend: str | None = None) -> None:
+    """Every experiment must fit the running cluster ``--cluster`` names (its shape, :meth:`ClusterSpec.shape`, on
+    the local backend), or nothing runs: one :class:`UsageError` naming the first that does not and what differs."""
+    from chaos.cluster.kafka_cluster import attach_state
+
+    have = attach_state(cluster_dir)[0].spec
+    for exp in experiments:
+        if (backend or exp.backend) != "local":
+            raise UsageError(f"--cluster attaches a local cluster; {exp.name} runs on the {backend or exp.backend} "
+                             "backend: drop --cluster or --backend docker")
+        diff = exp.cluster.differences(have)
+        if diff:
+            raise UsageError(f"--cluster {cluster_dir.name}: {exp.name} needs {', '.join(diff)}: start a cluster "
+                             f"of its shape with `chaos cluster up --like {exp.name}`, or drop --cluster")
+
+
 class ClusterPool:
     """Keeps clusters alive across runs, one per shape (at most ``size``, least recently used
-    stopped first); a cluster handed out again is healed first."""
+    stopped first); a cluster handed out again is healed first.
 
-    def __init__(self, size: int = 2, backend: str | None = None) -> None:
+    With ``attach`` (the session directory of a running local cluster, ``--cluster``) every run gets that
+    cluster, attached and healed (:meth:`chaos.cluster.kafka_cluster.KafkaCluster.adopt`), and closing lets it
+    go running; a spec it does not fit is refused (:func:`refuse_unfit`)."""
+
+    def __init__(self, size: int = 2, backend: str | None = None, attach: Path | None = None) -> None:
         self.size = size
         #: overrides every experiment's ``backend`` (CLI --backend, plugin --chaos-backend)
         self.backend = backend
+        self.attach = attach
         self._clusters: dict[str, Cluster] = {}
         self._pinned: set[str] = set()
         self._engine: DockerEngine | None = None  # our dockerd, started on the first docker cluster, stopped by close()
@@ -95,6 +116,15 @@ class ClusterPool:
         cluster = self._clusters.pop(key, None)
         if cluster is not None:
             cluster.heal()
+        elif self.attach is not None:
+            from chaos.cluster.local import LocalCluster
+
+            cluster = LocalCluster.attach(self.attach)
+            diff = spec.differences(cluster.spec)
+            if backend != "local" or diff:  # refuse_unfit said so before any run; a pool used without it
+                cluster.stop()
+                raise UsageError(f"--cluster {self.attach.name} does not fit a {backend} cluster of "
+                                 f"{', '.join(diff) or 'that shape'}")
         else:
             evictable = [k for k in self._clusters if k not in self._pinned]
             while len(self._clusters) >= self.size and evictable:
@@ -237,7 +267,7 @@ def free_run_dir(out: Path, name: str, k: int, seed: int) -> tuple[int, int, Pat
 def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | None = None, seed: int | None = None,
                     on_run: Callable[[RunOutcome], None] | None = None,
                     on_start: Callable[[Experiment, int, int], None] | None = None,
-                    backend: str | None = None) -> list[RunOutcome]:
+                    backend: str | None = None, attach: Path | None = None) -> list[RunOutcome]:
     """Run each experiment ``runs`` times (default: its own ``runs``), seeds ``seed``, ``seed+1``…;
     raises :class:`BatchStopped` at the first run that could not be judged."""
     base_seed = check_seed(seed) if seed is not None else random.SystemRandom().randrange(1, 2**31)
@@ -245,7 +275,7 @@ def run_experiments(experiments: list[Experiment], out: Path, *, runs: int | Non
                "--seed (plus the run count)")
     planned = [(exp, *free_run_dir(out, exp.name, k, base_seed + k))
                for exp in experiments for k in range(runs or exp.runs)]
-    with ClusterPool(backend=backend) as pool:
+    with ClusterPool(backend=backend, attach=attach) as pool:
         return run_series(planned, pool=pool, on_run=on_run, on_start=on_start)
 
 
@@ -269,7 +299,8 @@ def estimate_s(exp: Experiment) -> float:
 
 def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *, seed: int | None = None,
                 on_run: Callable[[RunOutcome], None] | None = None,
-                on_start: Callable[[Experiment, int, int], None] | None = None) -> list[RunOutcome]:
+                on_start: Callable[[Experiment, int, int], None] | None = None,
+                attach: Path | None = None) -> list[RunOutcome]:
     """Run the catalogue in rounds, with fresh seeds, until the budget is spent.
 
     Runs are archived under ``results/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` — the results
@@ -314,7 +345,7 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
             on_run(oc)
 
     try:
-        with ClusterPool() as pool:
+        with ClusterPool(attach=attach) as pool:
             run_series(rounds(), pool=pool, on_run=record, on_start=on_start)
     finally:
         # a night that recorded no run (its first cluster did not start) leaves no dated directory behind

@@ -64,9 +64,15 @@ class Firewall:
         self.session.on_reap(["iptables", "-w", "5", "-D", "OUTPUT", "-j", self.chain])
         self.session.on_reap(["iptables", "-w", "5", "-F", self.chain])
         self.session.on_reap(["iptables", "-w", "5", "-X", self.chain])
-        self._ipt("-N", self.chain)
-        self._ipt("-I", "OUTPUT", "-j", self.chain)
+        # a driver that attached the session before (chaos run --cluster) may have made the chain already
+        if not self._exists():
+            self._ipt("-N", self.chain)
+        if self._ipt("-C", "OUTPUT", "-j", self.chain, check=False).returncode != 0:
+            self._ipt("-I", "OUTPUT", "-j", self.chain)
         self._ready = True
+
+    def _exists(self) -> bool:
+        return self._ipt("-S", self.chain, check=False).returncode == 0
 
     @staticmethod
     def _rule(gid: int, port: int) -> list[str]:
@@ -90,5 +96,6 @@ class Firewall:
         return [l for l in out.splitlines() if l.startswith("-A ")]
 
     def clear(self) -> None:
-        if self._ready:
+        """Drop every cut, those an earlier driver of an attached session left included."""
+        if self._ready or (unavailable_reason() is None and self._exists()):
             self._ipt("-F", self.chain, check=False)

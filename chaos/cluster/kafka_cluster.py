@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
 from confluent_kafka import Producer
+from pydantic import TypeAdapter
 
 from chaos.cluster import Capability, NetworkDisconnectable, NodeProcess, PairPartitionable, Pausable
 from chaos.cluster.admin import SETTLE_S, ClusterAdmin, retry
@@ -63,9 +64,11 @@ from chaos.cluster.settings import (
 from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
 from chaos.errors import InfrastructureError, UsageError
-from chaos.process import Session, terminate_on_sigterm
+from chaos.process import Session, SessionInUse, is_stopped, terminate_on_sigterm
 
 READY_TOPIC = "chaos.ready"
+#: the file in a cluster's session directory that :meth:`KafkaCluster.attach` reads
+ATTACH_STATE = "attach.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,8 @@ class KafkaCluster:
         self.startup_seconds: float | None = None
         #: KRaft: the id every node's storage was formatted with
         self.cluster_id: str | None = None
+        #: started by another driver and attached (:meth:`attach`): stop() lets go instead of ending it
+        self.attached = False
 
     # ------------------------------------------------------------ capabilities
     def unavailable_reason(self, capability: Capability) -> str | None:
@@ -250,6 +255,51 @@ class KafkaCluster:
         self.startup_seconds = time.monotonic() - t0
         return self
 
+    def adopt(self, session_dir: Path) -> Self:
+        """Drive the running cluster another driver started (``chaos cluster up``, a test's session cluster),
+        for ``chaos run --cluster``: its processes adopted by their recorded (pid, start time), its
+        topology and launches read from the state :meth:`start` wrote, healed before it is handed out
+        (a driver that attached it before may have died with a node paused or a link cut). ``self``
+        must be built on the cluster's spec (:func:`attach_state`).
+
+        What a fault does to it is done as on a cluster of our own: a killed broker is restarted from
+        its recorded command line into the same session directory, and outlives this driver;
+        :meth:`stop` only lets go (:meth:`chaos.process.Session.attach`). One driver at a time.
+        Raises :class:`UsageError` naming what to change."""
+        name = session_dir.name
+        topology, launches, state = attach_state(session_dir)
+        try:
+            self.session = Session.attach(session_dir)
+        except SessionInUse as exc:
+            raise UsageError(f"cluster {name} is in use by another chaos command (pid {exc}): wait for it to end, "
+                             "or start another cluster with `chaos cluster up`") from None
+        try:
+            self.topology, self._launch = topology, launches
+            self.cluster_id, self.startup_seconds = state.get("cluster_id"), state.get("startup_seconds")
+            self.attached = True
+            self._adopt_replaced()
+            host = topology.address("toxiproxy")
+            self.proxy_api = ToxiproxyClient(host, topology.toxiproxy_api)
+            if "toxiproxy" not in self._procs or not self.proxy_api.ping():
+                raise UsageError(f"cluster {name}'s Toxiproxy is not running, so its links cannot be faulted: stop it "
+                                 f"with `chaos cluster down {name}` and start another")
+            self.heal()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _adopt_replaced(self) -> None:
+        """Take as the node the process recorded for it in the session directory when it is not the one we hold:
+        a driver that attached this cluster (``chaos run --cluster``) restarted it, or we are that driver. A
+        node such a driver left SIGSTOPped (it died mid-fault) is known paused, so :meth:`heal` thaws it."""
+        if self.session is None or self.nodes.kind != "process":
+            return  # containers are driven by the engine that made them: nothing is attached
+        logs = {n: launch.log_path for n, launch in self._launch.items()} | {"toxiproxy": self.workdir / "toxiproxy.log"}
+        known = {n: proc.pid for n, proc in self._procs.items() if proc.pid is not None}
+        self._procs.update(self.session.adopted(logs, known))
+        self._paused.update(n for n, proc in self._procs.items() if proc.pid is not None and is_stopped(proc.pid))
+
     @property
     def failed_logs_dir(self) -> Path:
         """Where node logs of a cluster that failed to start are kept (the workdir is deleted)."""
@@ -279,6 +329,14 @@ class KafkaCluster:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+        if self.attached:  # not ours to end: say what runs now (a restarted node's pid) and let go
+            try:
+                if self.session is not None and self.session.dir.exists():
+                    self._write_state()
+            finally:
+                if self.session is not None:
+                    self.session.close()
+            return
         try:
             self.nodes.close(self)
         finally:
@@ -448,6 +506,11 @@ class KafkaCluster:
 
     def _write_state(self) -> None:
         (self.workdir / "cluster.json").write_text(json.dumps(self.status(), indent=2, default=str))
+        # what attach() needs to drive the cluster from another process (topology, command lines)
+        state = {"topology": TypeAdapter(Topology).dump_python(self._topology(), mode="json"),
+                 "launches": TypeAdapter(dict[str, NodeLaunch]).dump_python(self._launch, mode="json"),
+                 "cluster_id": self.cluster_id, "startup_seconds": self.startup_seconds}
+        (self.workdir / ATTACH_STATE).write_text(json.dumps(state))
 
     # ------------------------------------------------------------ accessors
     @property
@@ -657,6 +720,7 @@ class KafkaCluster:
         instance a broker that lost the race with its old ZooKeeper session)
         is started again, a bounded number of times.
         """
+        self._adopt_replaced()
         for node in list(self._paused):
             self.nodes.thaw(self.process(node))
             self._paused.discard(node)
@@ -783,6 +847,18 @@ class NetworkDisconnecting(KafkaCluster):
     def is_connected(self, node: str) -> bool:
         """Is the node on the network? (always, for a network that cannot be left)"""
         return self.network is None or self.network.is_connected(self, node)
+
+
+def attach_state(session_dir: Path) -> tuple[Topology, dict[str, NodeLaunch], dict[str, Any]]:
+    """What :meth:`KafkaCluster.adopt` needs of a running cluster: its topology (spec included), every node's
+    launch, and the rest of the state :meth:`KafkaCluster.start` wrote. Raises :class:`UsageError`."""
+    try:
+        state = json.loads((session_dir / ATTACH_STATE).read_text())
+        return (TypeAdapter(Topology).validate_python(state["topology"]),
+                TypeAdapter(dict[str, NodeLaunch]).validate_python(state["launches"]), state)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"cluster {session_dir.name} cannot be attached (it was started by an older kafka-chaos, or "
+                         f"is still starting): {type(exc).__name__}; start one with `chaos cluster up`") from None
 
 
 def zk_command(port: int, word: bytes, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:

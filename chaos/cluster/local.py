@@ -18,22 +18,27 @@ Local processes share one network, so there is no container network to leave
 
 from __future__ import annotations
 
+import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from chaos.cluster import Capability, NodeProcess, firewall
 from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunch, zk_*: this module's names before the split
+    ATTACH_STATE,
     READY_TOPIC,
     KafkaCluster,
     NodeLaunch,
     PairPartitioning,
     Pausing,
+    attach_state,
     zk_command,
     zk_mode,
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.cluster.topology import ClusterSpec
-from chaos.process import ManagedProcess, log_excerpt
+from chaos.errors import UsageError
+from chaos.process import Session, log_excerpt, session_running, state_root
 
 
 class OwnerMatchCutter:
@@ -106,7 +111,6 @@ class ProcessNodes:
         return cluster.session.spawn("toxiproxy", argv, cluster.workdir / "toxiproxy.log")
 
     def exit_message(self, cluster: KafkaCluster, node: str, proc: NodeProcess) -> str:
-        assert isinstance(proc, ManagedProcess)
         tail = proc.log_tail()
         node_log = cluster.workdir / node / f"{node}.log"
         if node_log.exists() and node_log.stat().st_size:
@@ -115,7 +119,8 @@ class ProcessNodes:
             node_log = proc.log_path
         kept = cluster.failed_logs_dir / node / node_log.name
         hint = " (a port is already in use: retry, or pick another base_port)" if "Address already in use" in tail else ""
-        return f"{node} exited with code {proc.popen.returncode}{hint}; log kept at {kept}: {tail}"
+        code = getattr(proc, "returncode", None)
+        return f"{node} exited{'' if code is None else f' with code {code}'}{hint}; log kept at {kept}: {tail}"
 
     def freeze(self, proc: NodeProcess) -> None:
         proc.signal(signal.SIGSTOP)
@@ -155,6 +160,32 @@ class LocalCluster(Pausing, PairPartitioning):
         super().__init__(spec, ProcessNodes(cutter), cutter=cutter, detached=detached, kafka=kafka,
                          toxiproxy=toxiproxy)
 
+    @classmethod
+    def attach(cls, session_dir: Path) -> LocalCluster:
+        """The running local cluster recorded in ``session_dir``, adopted (:meth:`KafkaCluster.adopt`)."""
+        return cls(attach_state(session_dir)[0].spec).adopt(session_dir)
 
-__all__ = ["READY_TOPIC", "LocalCluster", "NodeLaunch", "OwnerMatchCutter",
+
+def attachable(name: str) -> Path:
+    """The session directory of this user's running local cluster ``name`` (``chaos cluster status`` prints it;
+    a test's session cluster has one too), for ``--cluster``. Raises a :class:`UsageError` naming what runs."""
+    root = state_root()
+    mine = sorted(d.name for d in (root.iterdir() if root.is_dir() else ())
+                  if (d / ATTACH_STATE).is_file() and d.stat().st_uid == os.getuid() and session_running(d))
+    d = root / name
+    if name in mine:
+        holder = Session.attached_by(d)
+        if holder is not None:
+            raise UsageError(f"--cluster {name}: that cluster is in use by another chaos command (pid {holder}): wait "
+                             "for it to end, or start another with `chaos cluster up`")
+        return d
+    if d.is_dir() and (d / ATTACH_STATE).is_file() and d.stat().st_uid != os.getuid():
+        raise UsageError(f"--cluster {name}: that cluster was started by another user; start one of your own with "
+                         "`chaos cluster up`")
+    running = ", ".join(mine) or "none running"
+    raise UsageError(f"--cluster {name!r}: no running local cluster of this user by that name (yours: {running}); "
+                     "start one with `chaos cluster up --like EXPERIMENT`")
+
+
+__all__ = ["READY_TOPIC", "LocalCluster", "attachable", "NodeLaunch", "OwnerMatchCutter",
            "ProcessNodes", "zk_command", "zk_mode"]

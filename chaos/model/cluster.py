@@ -76,6 +76,12 @@ def validate_kafka_version(version: str) -> str:
     return version
 
 
+#: ClusterSpec fields left out of its shape as given: how a cluster is started (ports, the start timeout), or
+#: compared by their effective values (mode, replication factor, the quorum of the mode)
+_NOT_SHAPE = frozenset({"base_port", "start_timeout_s", "mode", "replication_factor", "zookeepers", "controllers",
+                        "controller_placement"})
+
+
 class ClusterSpec(BaseModel):
     """The requested shape of a cluster, validated on construction."""
 
@@ -163,6 +169,23 @@ class ClusterSpec(BaseModel):
     @property
     def effective_rf(self) -> int:
         return self.replication_factor if self.replication_factor is not None else min(3, self.brokers)
+
+    def shape(self) -> dict[str, Any]:
+        """What a run can tell apart about a cluster (``chaos run --cluster`` compares it): the effective mode
+        and replication factor, the quorum of that mode, every other field but ports and start timeout."""
+        shape = {k: v for k, v in self.model_dump(mode="json").items() if k not in _NOT_SHAPE}
+        shape.update(mode=self.metadata_mode.value, replication_factor=self.effective_rf)
+        if self.kraft:
+            shape.update(controllers=self.controllers, controller_placement=self.controller_placement.value)
+        else:
+            shape.update(zookeepers=self.zookeepers)
+        return shape
+
+    def differences(self, other: ClusterSpec) -> list[str]:
+        """``field=ours (other's)`` for every field of :meth:`shape` where ``other`` differs; [] when it fits."""
+        mine, theirs = self.shape(), other.shape()
+        return [f"{k}={mine.get(k)!r} (has {theirs.get(k)!r})" for k in sorted(mine.keys() | theirs.keys())
+                if mine.get(k) != theirs.get(k)]
 
     @classmethod
     def build(cls, **fields: Any) -> ClusterSpec:

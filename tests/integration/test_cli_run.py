@@ -1,4 +1,8 @@
-"""`chaos run` end to end: exit codes, run directories, nightly archives (real clusters)."""
+"""`chaos run` end to end: exit codes, run directories, replay, shrink, nightly archives (real clusters).
+
+Every command runs on the session's cluster (``--cluster``, tests/integration/conftest.py): a command that
+starts a cluster of its own is proven by test_installed_package.py and test_driver_killed.py.
+"""
 
 import json
 import os
@@ -16,14 +20,15 @@ def chaos(*args, cwd=ROOT, timeout=600):
                           timeout=timeout, env=dict(os.environ))
 
 
-def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_path):
+def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(shared_cluster, tmp_path):
     exp = yaml.safe_load((ROOT / "experiments" / "wrong-skip-records.yaml").read_text())
     exp["name"] = "skip-records-unexpected"
     exp.pop("expect_violation")
     exp["phases"]["chaos_s"] = 4
     path = tmp_path / "skip-records-unexpected.yaml"
     path.write_text(yaml.safe_dump(exp))
-    res = chaos("run", str(path), "--seed", "3", "--out", str(tmp_path / "runs"))
+    with shared_cluster.lent() as attach:
+        res = chaos("run", str(path), "--seed", "3", "--out", str(tmp_path / "runs"), *attach)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "FAIL" in res.stdout and "delivery" in res.stdout
     run_dir = tmp_path / "runs" / "skip-records-unexpected" / "run-000-seed-3"
@@ -36,7 +41,8 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     # the same experiment and seed into the same --out again: a run of its own beside the first, which is kept
     # as it was (a run that wrote into it would append to its event files and mix two runs in one history)
     first = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-    res = chaos("run", str(path), "--seed", "3", "--out", str(tmp_path / "runs"))
+    with shared_cluster.lent() as attach:
+        res = chaos("run", str(path), "--seed", "3", "--out", str(tmp_path / "runs"), *attach)
     assert res.returncode == 1, res.stderr[-2000:]
     again = tmp_path / "runs" / "skip-records-unexpected" / "run-001-seed-3"
     assert str(again) in res.stdout, res.stdout
@@ -45,7 +51,8 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     assert len(groups - {None}) == 1, groups
 
     # the red run replayed: the same checker fails again (skipping records needs no fault, so it must)
-    res = chaos("replay", str(run_dir), "--out", str(tmp_path / "replay"))
+    with shared_cluster.lent() as attach:
+        res = chaos("replay", str(run_dir), "--out", str(tmp_path / "replay"), *attach)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("reproduced") and "delivery" in res.stdout, res.stdout
     (again,) = (tmp_path / "replay" / "skip-records-unexpected").iterdir()
@@ -54,7 +61,9 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
 
     # and shrunk, within a budget that holds the replay only (a run of it is estimated at 17.5 s; the search's
     # own steps are test_shrink's): whatever it reached is a loadable experiment that failed
-    res = chaos("shrink", str(run_dir), "--budget", "30s", "--confirm", "0", "--out", str(tmp_path / "shrunk"))
+    with shared_cluster.lent() as attach:
+        res = chaos("shrink", str(run_dir), "--budget", "30s", "--confirm", "0", "--out", str(tmp_path / "shrunk"),
+                    *attach)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("minimal: 0 of 0 faults"), res.stdout
     minimal = yaml.safe_load((tmp_path / "shrunk" / "minimal.yaml").read_text())
@@ -63,10 +72,11 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(tmp_pa
     assert summary["minimal_failed_runs"] >= 1 and summary["stopped_by"] in ("done", "budget")
 
 
-def test_nightly_archives_runs_by_date_within_its_budget(tmp_path):
-    # a budget that holds one baseline run (estimated at 23.5 s; the cluster start counts against it)
-    res = chaos("run", "--nightly", "--budget", "30s", "--seed", "9", "--out", str(tmp_path / "results"),
-                "experiments/baseline.yaml")
+def test_nightly_archives_runs_by_date_within_its_budget(shared_cluster, tmp_path):
+    # a budget that holds one baseline run (estimated at 23.5 s)
+    with shared_cluster.lent() as attach:
+        res = chaos("run", "--nightly", "--budget", "30s", "--seed", "9", "--out", str(tmp_path / "results"),
+                    "experiments/baseline.yaml", *attach)
     assert res.returncode == 0, res.stderr[-2000:]
     nights = list((tmp_path / "results").iterdir())
     assert len(nights) == 1

@@ -18,11 +18,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from chaos.cluster.runtime import cache_root
+
+if TYPE_CHECKING:
+    from tests.integration.conftest import SharedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -48,9 +51,11 @@ def _chaos(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedP
                           timeout=timeout)
 
 
-def _run(cwd: Path, *experiments: str) -> dict[str, dict[str, Any]]:
-    """``chaos run EXPERIMENTS --json`` in ``cwd``; experiment name -> its outcome, with its checks.json."""
-    res = _chaos(cwd, "run", *experiments, "--seed", "1", "--out", str(cwd / "runs"), "--json")
+def _run(shared: SharedCluster, cwd: Path, *experiments: str) -> dict[str, dict[str, Any]]:
+    """``chaos run EXPERIMENTS --json`` in ``cwd``, on the session's cluster (a run that starts its own is
+    test_installed_package's); experiment name -> its outcome, with its checks.json."""
+    with shared.lent() as attach:
+        res = _chaos(cwd, "run", *experiments, "--seed", "1", "--out", str(cwd / "runs"), "--json", *attach)
     assert res.returncode in (0, 1, 3), f"exit {res.returncode}: {res.stderr[-3000:]}"
     outcomes = {o["experiment"]: o for o in json.loads(res.stdout)}
     for o in outcomes.values():
@@ -62,9 +67,10 @@ def _run(cwd: Path, *experiments: str) -> dict[str, dict[str, Any]]:
     return outcomes
 
 
-def _example_runs(factory: pytest.TempPathFactory, example: str, *names: str) -> dict[str, dict[str, Any]]:
+def _example_runs(factory: pytest.TempPathFactory, shared: SharedCluster, example: str,
+                  *names: str) -> dict[str, dict[str, Any]]:
     """The example copied outside the repository, its experiments ``names`` (files ``NAME.yaml``) run there."""
-    return _run(_copy(example, factory.mktemp("outside-the-repo")), *(f"{name}.yaml" for name in names))
+    return _run(shared, _copy(example, factory.mktemp("outside-the-repo")), *(f"{name}.yaml" for name in names))
 
 
 def _verdicts(outcome: dict[str, Any]) -> dict[str, str]:
@@ -82,13 +88,13 @@ PYTHON_SERVICE_MORE = ("orders-paused-past-session-timeout", "broken-commit-befo
 
 
 @pytest.fixture(scope="module")
-def python_service(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    return _example_runs(tmp_path_factory, "python-service", *PYTHON_SERVICE)
+def python_service(tmp_path_factory, shared_cluster) -> dict[str, dict[str, Any]]:
+    return _example_runs(tmp_path_factory, shared_cluster, "python-service", *PYTHON_SERVICE)
 
 
 @pytest.fixture(scope="module")
-def python_service_more(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    return _example_runs(tmp_path_factory, "python-service", *PYTHON_SERVICE_MORE)
+def python_service_more(tmp_path_factory, shared_cluster) -> dict[str, dict[str, Any]]:
+    return _example_runs(tmp_path_factory, shared_cluster, "python-service", *PYTHON_SERVICE_MORE)
 
 
 def _python_service(request: pytest.FixtureRequest, experiment: str) -> dict[str, Any]:
@@ -166,9 +172,9 @@ def java_consumer(tmp_path_factory) -> Path:
     return cwd
 
 
-def test_the_java_consumer_is_judged_through_the_interceptor(java_consumer):
+def test_the_java_consumer_is_judged_through_the_interceptor(java_consumer, shared_cluster):
     cwd = java_consumer
-    o = _run(cwd, "java-consumer.yaml")["java-consumer"]
+    o = _run(shared_cluster, cwd, "java-consumer.yaml")["java-consumer"]
     verdicts = _verdicts(o)
     # what the interceptor lines and the coordinator support is judged ...
     assert verdicts["delivery"] == "true", o["checks"]["delivery"]["summary"]
@@ -238,14 +244,14 @@ def test_an_interceptor_that_cannot_be_loaded_is_one_line_naming_the_member(java
 # ----------------------------------------------------------------------------------------- black-box
 
 @pytest.fixture(scope="module")
-def black_box(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    return _example_runs(tmp_path_factory, "black-box", "black-box", "broken-commit-before-process")
+def black_box(tmp_path_factory, shared_cluster) -> dict[str, dict[str, Any]]:
+    return _example_runs(tmp_path_factory, shared_cluster, "black-box", "black-box", "broken-commit-before-process")
 
 
 @pytest.fixture(scope="module")
-def black_box_reporting(tmp_path_factory) -> dict[str, dict[str, Any]]:
+def black_box_reporting(tmp_path_factory, shared_cluster) -> dict[str, dict[str, Any]]:
     """make test-all: the reporting variant (parsing the reports: tests/unit/workload/test_processed_reports.py)."""
-    return _example_runs(tmp_path_factory, "black-box", "black-box-reporting")
+    return _example_runs(tmp_path_factory, shared_cluster, "black-box", "black-box-reporting")
 
 
 def test_an_uninstrumented_process_is_judged_unknown_from_coordinator_evidence_alone(black_box):
