@@ -437,7 +437,7 @@ def _attach(name: str | None, exps: list, backend: str | None) -> Path | None:
     """``--cluster``'s session directory, once every experiment is known to fit it (else one UsageError)."""
     if name is None:
         return None
-    from chaos.cluster.local import attachable
+    from chaos.cluster.attach import attachable
     from chaos.runner import refuse_unfit
 
     cluster_dir = attachable(name)
@@ -665,10 +665,9 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
     if attach is not None and not experiments:  # the catalogue: what this cluster's shape cannot run is left out
-        from chaos.cluster.kafka_cluster import attach_state
-        from chaos.cluster.local import attachable
+        from chaos.cluster.attach import attachable, attached_spec
 
-        have = attach_state(attachable(attach))[0].spec
+        have = attached_spec(attachable(attach))
         left = [e for e in exps if e.cluster.differences(have)]
         if len(left) == len(exps):
             raise UsageError(f"--cluster {attach}: no catalogue experiment has its shape; name one, or start a cluster "

@@ -22,6 +22,8 @@ Options (ini keys in brackets): ``--chaos-backend`` [chaos_backend],
 ``--chaos-seed`` [chaos_seed], ``--chaos-runs`` [chaos_runs],
 ``--chaos-kafka-version`` (alias ``--kafka-version``) [chaos_kafka_version],
 ``--chaos-group-protocol`` [chaos_group_protocol], ``--chaos-out`` [chaos_out],
+``--chaos-cluster`` [chaos_cluster] (run on a running ``chaos cluster up`` cluster, as ``chaos run --cluster``:
+the shared cluster is that one, and a ``run_experiment`` of another shape fails saying what differs),
 ``--run-slow`` (nightly-size tests marked ``slow``).
 
 The Kafka version and group protocol act as ``chaos run --kafka-version/--group-protocol`` do
@@ -53,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="group protocol of every member: classic, or consumer (KIP-848; needs KRaft) "
                          "[ini chaos_group_protocol]")
     group.addoption("--chaos-out", default=None, help="directory for run directories (default: pytest's tmp)")
+    group.addoption("--chaos-cluster", default=None, metavar="SESSION",
+                    help="run on this running local cluster (`chaos cluster up --like EXPERIMENT`) instead of "
+                         "starting one: the shared cluster, and every run_experiment's [ini chaos_cluster]")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow (nightly-size)")
     parser.addini("chaos_backend", "cluster backend", default="local")
     parser.addini("chaos_seed", "seed of the fault schedules", default="1")
@@ -63,6 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("chaos_group_protocol", "group protocol of every member: classic or consumer (default: each "
                                           "experiment's)", default="")
     parser.addini("chaos_out", "directory for run directories", default="")
+    parser.addini("chaos_cluster", "a running local cluster to run on (chaos cluster up)", default="")
     parser.addini("chaos_experiments", "directory of the experiment catalogue", default="experiments")
 
 
@@ -82,6 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: nightly-size suite, runs only with --run-slow")
     config.addinivalue_line("markers", "chaos(experiment=None, seed=None, runs=None): parameters for run_experiment "
                                        "and the chaos fixtures of this test")
+    attach = _opt(config, "--chaos-cluster", "chaos_cluster") or None
+    if attach is not None:
+        _check_attach(config, attach)
     version, protocol = _kafka_version(config), _group_protocol(config)
     if version is None and protocol is None:
         return  # nothing to check: the model is not even imported
@@ -112,6 +121,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def _check_attach(config: pytest.Config, name: str) -> None:
+    """``--chaos-cluster``: a running local cluster of this user, of the version asked for (if one is)."""
+    from chaos.cluster.attach import attachable, attached_spec
+    from chaos.errors import UsageError
+
+    try:
+        spec = attached_spec(attachable(name))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc).replace("--cluster", "--chaos-cluster", 1)) from None
+    version = _kafka_version(config)
+    if version is not None and version != spec.kafka_version:
+        raise pytest.UsageError(f"--chaos-cluster {name} runs Kafka {spec.kafka_version}, not {version}: drop "
+                                "--chaos-kafka-version or start a cluster of that version")
+    if _opt(config, "--chaos-backend", "chaos_backend") not in (None, "", "local"):
+        raise pytest.UsageError("--chaos-cluster attaches a local cluster: drop --chaos-backend docker")
 
 
 def _opt(config: pytest.Config, name: str, ini: str):
@@ -147,6 +173,7 @@ def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
         "kafka_version": _kafka_version(pytestconfig),
         "group_protocol": _group_protocol(pytestconfig),
         "out": Path(out) if out else tmp_path_factory.mktemp("chaos-runs"),
+        "cluster": _opt(pytestconfig, "--chaos-cluster", "chaos_cluster") or None,
         "experiments": Path(pytestconfig.rootpath) / pytestconfig.getini("chaos_experiments"),
     }
 
@@ -156,6 +183,10 @@ def kafka_cluster_spec(chaos_settings):
     from chaos.cluster.topology import ClusterSpec
     from chaos.model.cluster import DEFAULT_KAFKA_VERSION
 
+    if chaos_settings["cluster"] is not None:  # the attached cluster is the shared one, whatever its shape
+        from chaos.cluster.attach import attachable, attached_spec
+
+        return attached_spec(attachable(chaos_settings["cluster"]))
     # the version's default mode: ZooKeeper up to 3.9.x, KRaft on 4.x
     return ClusterSpec.build(brokers=3, zookeepers=1, lanes=3,
                              kafka_version=chaos_settings["kafka_version"] or DEFAULT_KAFKA_VERSION)
@@ -167,7 +198,12 @@ def _chaos_pool(kafka_cluster_spec, chaos_settings):
     from chaos.runner import ClusterPool
 
     # a CI runner's SIGTERM becomes SystemExit, so the clusters are stopped rather than orphaned
-    with terminate_on_sigterm(), ClusterPool(backend=chaos_settings["backend"]) as pool:
+    attach = None
+    if chaos_settings["cluster"] is not None:
+        from chaos.cluster.attach import attachable
+
+        attach = attachable(chaos_settings["cluster"])
+    with terminate_on_sigterm(), ClusterPool(backend=chaos_settings["backend"], attach=attach) as pool:
         yield pool
 
 

@@ -77,9 +77,9 @@ class RunOutcome:
 def refuse_unfit(experiments: Iterable[Experiment], cluster_dir: Path, backend: str | None = None) -> None:
     """Every experiment must fit the running cluster ``--cluster`` names (its shape, :meth:`ClusterSpec.shape`, on
     the local backend), or nothing runs: one :class:`UsageError` naming the first that does not and what differs."""
-    from chaos.cluster.kafka_cluster import attach_state
+    from chaos.cluster.attach import attached_spec
 
-    have = attach_state(cluster_dir)[0].spec
+    have = attached_spec(cluster_dir)
     for exp in experiments:
         if (backend or exp.backend) != "local":
             raise UsageError(f"--cluster attaches a local cluster; {exp.name} runs on the {backend or exp.backend} "
@@ -88,6 +88,10 @@ def refuse_unfit(experiments: Iterable[Experiment], cluster_dir: Path, backend: 
         if diff:
             raise UsageError(f"--cluster {cluster_dir.name}: {exp.name} needs {', '.join(diff)}: start a cluster "
                              f"of its shape with `chaos cluster up --like {exp.name}`, or drop --cluster")
+
+
+#: the pool's key of the attached cluster (``--cluster``): one for every spec it fits
+ATTACHED = "attached"
 
 
 class ClusterPool:
@@ -110,21 +114,14 @@ class ClusterPool:
     def get(self, spec: ClusterSpec, pin: bool = False, backend: str = "local") -> Cluster:
         """A started, healed cluster of ``spec``; a pinned one is never evicted for another shape."""
         backend = self.backend or backend
+        if self.attach is not None:
+            return self._attached(spec, backend)
         key = f"{backend}:{spec.model_dump_json()}"
         if pin:
             self._pinned.add(key)
         cluster = self._clusters.pop(key, None)
         if cluster is not None:
             cluster.heal()
-        elif self.attach is not None:
-            from chaos.cluster.local import LocalCluster
-
-            cluster = LocalCluster.attach(self.attach)
-            diff = spec.differences(cluster.spec)
-            if backend != "local" or diff:  # refuse_unfit said so before any run; a pool used without it
-                cluster.stop()
-                raise UsageError(f"--cluster {self.attach.name} does not fit a {backend} cluster of "
-                                 f"{', '.join(diff) or 'that shape'}")
         else:
             evictable = [k for k in self._clusters if k not in self._pinned]
             while len(self._clusters) >= self.size and evictable:
@@ -135,6 +132,25 @@ class ClusterPool:
             cluster = new_cluster(backend, spec)
             cluster.start()
         self._clusters[key] = cluster  # most recently used last
+        return cluster
+
+    def _attached(self, spec: ClusterSpec, backend: str) -> Cluster:
+        """The attached cluster for every run whose cluster it fits (attached once, healed before each run)."""
+        from chaos.cluster.attach import attached_spec
+        from chaos.cluster.local import LocalCluster
+
+        assert self.attach is not None
+        have = attached_spec(self.attach)
+        diff = spec.differences(have)
+        if backend != "local" or diff:  # the CLI said so before any run (refuse_unfit); the plugin says it here
+            raise UsageError(f"cluster {self.attach.name} does not fit this run: it needs "
+                             f"{', '.join(diff) if diff else f'the {backend} backend'}")
+        cluster = self._clusters.pop(ATTACHED, None)
+        if cluster is not None:
+            cluster.heal()
+        else:
+            cluster = LocalCluster.attach(self.attach)
+        self._clusters[ATTACHED] = cluster
         return cluster
 
     def discard(self) -> None:

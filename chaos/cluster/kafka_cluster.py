@@ -50,6 +50,7 @@ from pydantic import TypeAdapter
 
 from chaos.cluster import Capability, NetworkDisconnectable, NodeProcess, PairPartitionable, Pausable
 from chaos.cluster.admin import SETTLE_S, ClusterAdmin, retry
+from chaos.cluster.attach import ATTACH_STATE, read_state, topology_of
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, cache_root, java_binary, kafka_runtime, toxiproxy_runtime
 from chaos.cluster.settings import (
     BROKER_ZK_SESSION_MS,
@@ -67,8 +68,6 @@ from chaos.errors import InfrastructureError, UsageError
 from chaos.process import Session, SessionInUse, is_stopped, terminate_on_sigterm
 
 READY_TOPIC = "chaos.ready"
-#: the file in a cluster's session directory that :meth:`KafkaCluster.attach` reads
-ATTACH_STATE = "attach.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -852,13 +851,12 @@ class NetworkDisconnecting(KafkaCluster):
 def attach_state(session_dir: Path) -> tuple[Topology, dict[str, NodeLaunch], dict[str, Any]]:
     """What :meth:`KafkaCluster.adopt` needs of a running cluster: its topology (spec included), every node's
     launch, and the rest of the state :meth:`KafkaCluster.start` wrote. Raises :class:`UsageError`."""
+    state = read_state(session_dir)
     try:
-        state = json.loads((session_dir / ATTACH_STATE).read_text())
-        return (TypeAdapter(Topology).validate_python(state["topology"]),
-                TypeAdapter(dict[str, NodeLaunch]).validate_python(state["launches"]), state)
-    except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"cluster {session_dir.name} cannot be attached (it was started by an older kafka-chaos, or "
-                         f"is still starting): {type(exc).__name__}; start one with `chaos cluster up`") from None
+        return topology_of(state), TypeAdapter(dict[str, NodeLaunch]).validate_python(state["launches"]), state
+    except ValueError as exc:
+        raise UsageError(f"cluster {session_dir.name} cannot be attached: its {ATTACH_STATE} does not read "
+                         f"({type(exc).__name__}); start one with `chaos cluster up`") from None
 
 
 def zk_command(port: int, word: bytes, timeout: float = 1.0, host: str = LOOPBACK) -> str | None:

@@ -18,14 +18,12 @@ Local processes share one network, so there is no container network to leave
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 from typing import Any
 
 from chaos.cluster import Capability, NodeProcess, firewall
 from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunch, zk_*: this module's names before the split
-    ATTACH_STATE,
     READY_TOPIC,
     KafkaCluster,
     NodeLaunch,
@@ -37,8 +35,7 @@ from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunc
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.cluster.topology import ClusterSpec
-from chaos.errors import UsageError
-from chaos.process import Session, log_excerpt, session_running, state_root
+from chaos.process import log_excerpt
 
 
 class OwnerMatchCutter:
@@ -166,26 +163,5 @@ class LocalCluster(Pausing, PairPartitioning):
         return cls(attach_state(session_dir)[0].spec).adopt(session_dir)
 
 
-def attachable(name: str) -> Path:
-    """The session directory of this user's running local cluster ``name`` (``chaos cluster status`` prints it;
-    a test's session cluster has one too), for ``--cluster``. Raises a :class:`UsageError` naming what runs."""
-    root = state_root()
-    mine = sorted(d.name for d in (root.iterdir() if root.is_dir() else ())
-                  if (d / ATTACH_STATE).is_file() and d.stat().st_uid == os.getuid() and session_running(d))
-    d = root / name
-    if name in mine:
-        holder = Session.attached_by(d)
-        if holder is not None:
-            raise UsageError(f"--cluster {name}: that cluster is in use by another chaos command (pid {holder}): wait "
-                             "for it to end, or start another with `chaos cluster up`")
-        return d
-    if d.is_dir() and (d / ATTACH_STATE).is_file() and d.stat().st_uid != os.getuid():
-        raise UsageError(f"--cluster {name}: that cluster was started by another user; start one of your own with "
-                         "`chaos cluster up`")
-    running = ", ".join(mine) or "none running"
-    raise UsageError(f"--cluster {name!r}: no running local cluster of this user by that name (yours: {running}); "
-                     "start one with `chaos cluster up --like EXPERIMENT`")
-
-
-__all__ = ["READY_TOPIC", "LocalCluster", "attachable", "NodeLaunch", "OwnerMatchCutter",
+__all__ = ["READY_TOPIC", "LocalCluster", "NodeLaunch", "OwnerMatchCutter",
            "ProcessNodes", "zk_command", "zk_mode"]

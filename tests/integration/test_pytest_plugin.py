@@ -55,15 +55,19 @@ def test_baseline(run_experiment):
 
 
 def test_readme_example_passes_a_failed_invariant_fails_with_its_explanation_and_the_seed_reruns(
-        pytester: pytest.Pytester):
+        pytester: pytest.Pytester, shared_cluster):
     """One pytest session of a user's (one cluster, as in a user's CI): the README's example, a consumer that skips
-    records and a catalogue experiment, each a test of its own."""
+    records and a catalogue experiment, each a test of its own. The session runs on this session's cluster
+    (``--chaos-cluster``, as a CI job that started one with ``chaos cluster up`` would); the plugin starting its
+    own is what this session did (and the docker stage's plugin example does)."""
     handler, test = readme_example()
     pytester.makepyfile(orders=handler, test_orders=test, test_bad=FAILING, test_exp=EXPERIMENT)
     pytester.makeini(f"[pytest]\nchaos_experiments = {ROOT / 'experiments'}\n")
     xml = pytester.path / "junit.xml"
-    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={xml}", "--chaos-seed", "7",
-                                        f"--chaos-out={pytester.path / 'runs'}", timeout=900)
+    with shared_cluster.lent():
+        res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={xml}", "--chaos-seed", "7",
+                                            f"--chaos-out={pytester.path / 'runs'}",
+                                            f"--chaos-cluster={shared_cluster.name}", timeout=900)
     res.assert_outcomes(passed=2, failed=1)
     props = _props(xml)
 

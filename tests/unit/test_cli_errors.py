@@ -46,6 +46,10 @@ def state_env(tmp_path):
     (["cluster", "up", "--controllers", "3"], "--controllers applies to KRaft mode only"),
     (["setup", "--kafka-version", "1.0.0"], "unknown Kafka version '1.0.0'"),
     (["cluster", "up", "--override", "nonsense"], "write KEY=VALUE"),
+    (["cluster", "up", "--like", "baseline", "--brokers", "1"], "--like baseline gives the cluster's shape: drop --brokers"),
+    (["cluster", "up", "--like", "no-such-experiment"], "no-such-experiment"),
+    (["run", "baseline", "--cluster", "cluster-of-nobody"], "no running local cluster of this user by that name"),
+    (["replay", "nope", "--cluster", "cluster-of-nobody"], "no such run directory"),
 ])
 def test_bad_cluster_input(args, fragment, state_env):
     assert_one_line_error(run(args, env=state_env), fragment)

@@ -275,6 +275,7 @@ def test_plugin_options_reach_the_settings_and_the_shared_cluster(pytester: pyte
     (["--chaos-kafka-version", "3.9.1", "--chaos-group-protocol", "consumer"], "needs a KRaft cluster"),
     (["--chaos-kafka-version", "5.0.0"], "--chaos-kafka-version: unknown Kafka version '5.0.0'"),
     (["--chaos-group-protocol", "eager"], "invalid choice: 'eager'"),
+    (["--chaos-cluster", "cluster-of-nobody"], "--chaos-cluster 'cluster-of-nobody': no running local cluster"),
 ])
 def test_plugin_refuses_bad_options_before_any_test(pytester: pytest.Pytester, args, message):
     pytester.makepyfile(test_s=SETTINGS_TEST)
