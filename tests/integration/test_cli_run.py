@@ -59,10 +59,11 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(shared
     assert json.loads((again / "replay.json").read_text())["reproduced"] is True
     assert json.loads((again / "checks.json").read_text())["valid"] == "false"
 
-    # and shrunk, within a budget that holds the replay only (a run of it is estimated at 17.5 s; the search's
-    # own steps are test_shrink's): whatever it reached is a loadable experiment that failed
+    # and shrunk, within a budget that holds the replay (a run of it is estimated at 17.5 s, and takes about 10)
+    # and at most a shorter candidate or two (the search's own steps are test_shrink's): whatever it reached is a
+    # loadable experiment that failed
     with shared_cluster.lent() as attach:
-        res = chaos("shrink", str(run_dir), "--budget", "30s", "--confirm", "0", "--out", str(tmp_path / "shrunk"),
+        res = chaos("shrink", str(run_dir), "--budget", "20s", "--confirm", "0", "--out", str(tmp_path / "shrunk"),
                     *attach)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("minimal: 0 of 0 faults"), res.stdout
@@ -70,6 +71,8 @@ def test_failing_invariant_exits_1_and_the_run_directory_holds_everything(shared
     assert minimal["name"] == "skip-records-unexpected-minimal"
     summary = json.loads((tmp_path / "shrunk" / "shrink.json").read_text())
     assert summary["minimal_failed_runs"] >= 1 and summary["stopped_by"] in ("done", "budget")
+    steps = [json.loads(line)["step"] for line in (tmp_path / "shrunk" / "shrink-log.jsonl").read_text().splitlines()]
+    assert steps[0] == "replay", steps
 
 
 def test_nightly_archives_runs_by_date_within_its_budget(shared_cluster, tmp_path):
