@@ -231,7 +231,8 @@ def cluster() -> None:
                  epilog="\b\nExamples:\n  chaos cluster up\n  chaos cluster up --brokers 1 --lanes 1\n"
                         "  chaos cluster up --zookeepers 3 --override log.retention.ms=60000 --json\n"
                         "  chaos cluster up --kafka-version 4.4.0 --controllers 3\n"
-                        "  chaos cluster up --kafka-version 3.9.1 --mode kraft --controller-placement isolated")
+                        "  chaos cluster up --kafka-version 3.9.1 --mode kraft --controller-placement isolated\n"
+                        "  chaos cluster up --like coordinator-kill-stable-eager   # then chaos run ... --cluster SESSION")
 @click.option("--brokers", default=3, show_default=True, type=int, help="number of Kafka brokers")
 @click.option("--kafka-version", default=None, metavar="X.Y.Z",
               help=f"Kafka release: {VERSIONS_HELP} (default 3.9.1; fetched by `chaos setup --kafka-version`)")
@@ -591,7 +592,9 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
                   "\b\nExamples:\n  chaos run baseline\n  chaos run coordinator-kill-completing-eager --runs 5 --seed 100\n"
                   "  chaos run my-experiment.yaml --backend docker\n  chaos run --nightly --budget 2h --out results\n"
                   "  chaos run baseline --kafka-version 4.4.0 --group-protocol consumer\n"
-                  "  chaos run baseline --json | jq '.[].valid'", EXIT_CODES]))
+                  "  chaos run baseline --json | jq '.[].valid'\n"
+                  "  chaos run baseline --cluster cluster-20250101-120000-ab12cd   # on a `chaos cluster up` cluster",
+                  EXIT_CODES]))
 @click.argument("experiments", nargs=-1, shell_complete=_complete_experiments, metavar="[EXPERIMENT]...")
 @click.option("--runs", default=None, type=click.IntRange(min=1), help="runs per experiment (default: its `runs`)")
 @click.option("--seed", default=None, type=int, help="seed of the first run (run k uses seed+k); default random")

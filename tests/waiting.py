@@ -32,3 +32,18 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, watched: Ite
                             f"{w.log_path.read_text()[-3000:]}")
         time.sleep(0.3)
     pytest.fail(f"timed out waiting for {what}")
+
+
+def process_gone(pid: int, timeout: float = 5.0, poll_s: float = 0.05) -> bool:
+    """Has the process ended (gone, or a zombie its parent has not reaped yet) within ``timeout`` s?"""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(poll_s)
+    return False

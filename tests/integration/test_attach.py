@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -27,6 +26,7 @@ import pytest
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.topology import ClusterSpec
 from chaos.process import Session
+from tests.waiting import process_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,18 +34,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def chaos(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=timeout, env=env or dict(os.environ))
-
-
-def _gone(pid: int, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 #: the session cluster's shape; the coordinator killed for 3 s (the catalogue's coordinator kills run 14 s)
@@ -146,7 +134,7 @@ def test_an_attaching_driver_killed_mid_fault_leaves_a_cluster_the_next_attach_h
                                 text=True, env=env, timeout=120)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
         restarted = int(killed.stdout.split()[0])
-        assert restarted != first and _gone(first)
+        assert restarted != first and process_gone(first, 15.0)
         assert psutil.Process(restarted).status() == psutil.STATUS_STOPPED  # it died with the broker paused
 
         if own is None:  # the next attach (the kernel let go of the dead driver's lock) heals what it left
@@ -166,7 +154,7 @@ def test_an_attaching_driver_killed_mid_fault_leaves_a_cluster_the_next_attach_h
             assert own.produce_probe("chaos.ready") is not None
             own.stop()
             own = None
-        assert _gone(restarted)
+        assert process_gone(restarted, 15.0)
         assert not state.exists()
     finally:
         if own is not None:

@@ -5,12 +5,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import psutil
 import pytest
 
 from chaos.process import ProcessRecord, Session, reap_orphans
+from tests.waiting import process_gone
 
 
 @pytest.fixture(autouse=True)
@@ -55,21 +55,9 @@ def _crash_driver(state_dir, in_thread: bool) -> int:
     return child_pid
 
 
-def _gone(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_sigkilled_driver_children_die_with_it_and_next_start_removes_the_directory(state_dir):
     child = _crash_driver(state_dir, in_thread=False)
-    assert _gone(child), "PR_SET_PDEATHSIG should end a child of a SIGKILLed driver"
+    assert process_gone(child), "PR_SET_PDEATHSIG should end a child of a SIGKILLed driver"
     assert len(list(state_dir.iterdir())) == 1  # the crashed session's directory is still there
     reap_orphans()
     assert not state_dir.exists()  # its directory, then the emptied root
@@ -78,10 +66,10 @@ def test_sigkilled_driver_children_die_with_it_and_next_start_removes_the_direct
 def test_children_that_survive_a_sigkilled_driver_are_reaped_by_the_next_start(state_dir, tmp_path):
     # spawned from a thread: no PDEATHSIG, so only the reaper can end it
     child = _crash_driver(state_dir, in_thread=True)
-    assert psutil.pid_exists(child) and not _gone(child, 0.3)
+    assert psutil.pid_exists(child) and not process_gone(child, 0.3)
     s = Session("next")  # a new session reaps first
     try:
-        assert _gone(child)
+        assert process_gone(child)
         assert [d.name for d in state_dir.iterdir()] == [s.dir.name]
     finally:
         s.close()
