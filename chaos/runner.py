@@ -215,6 +215,11 @@ def judge_once(cluster: Cluster, exp: Experiment, seed: int, run_dir: Path, inde
 def pooled_run(pool: ClusterPool, exp: Experiment, seed: int, run_dir: Path, index: int) -> RunOutcome:
     """One judged run on a cluster from ``pool``; a run that failed on infrastructure discards the pool's
     clusters (it may have broken them)."""
+    from chaos.workload.application import unstartable
+
+    why = next(filter(None, (unstartable(f"consumer-{i}", c) for i, c in enumerate(exp.workload.consumers))), None)
+    if why is not None:  # before a cluster is started or attached for it
+        return RunOutcome(exp.name, index, seed, str(run_dir), "error", False, error=why)
     try:
         cluster = pool.get(exp.cluster, backend=exp.backend)
     except UsageError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -70,6 +71,28 @@ def member_env(spec: ConsumerSpec, *, name: str, bootstrap: str, group: str, top
             env["KAFKA_CHAOS_INTERCEPTOR_JAR"] = str(interceptor_jar)
     env.update(spec.env)
     return env
+
+
+def unstartable(name: str, spec: ConsumerSpec) -> str | None:
+    """Why command member ``name``'s program cannot be started, found as its spawn would find it (a name on the
+    member's PATH, a path with a slash from its cwd), or None. Asked before any cluster starts, so the refusal
+    costs nothing; the spawn still says so itself (a program removed in between)."""
+    if spec.command is None:
+        return None
+    cwd = Path(spec.cwd) if spec.cwd is not None else Path.cwd()
+    if not cwd.is_dir():
+        return f"member {name}: cwd {spec.cwd} does not exist; fix its cwd"
+    program = spec.command[0]
+    if "/" in program:
+        path = cwd / program
+        found = str(path) if path.is_file() else None
+    else:
+        found = shutil.which(program, mode=os.F_OK, path=spec.env.get("PATH", os.environ.get("PATH", os.defpath)))
+    if found is None:
+        return f"member {name}: command {program!r} was not found; fix its command / cwd (PATH is searched for the program)"
+    if not os.access(found, os.X_OK):
+        return f"member {name}: command {program!r} is not executable; fix its command"
+    return None
 
 
 def refuse_exit(name: str, spec: ConsumerSpec, proc: ManagedProcess, when: str) -> UsageError:

@@ -8,6 +8,7 @@ happened and its output's tail, and nothing is left running.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -142,9 +143,12 @@ def test_the_cli_refuses_a_program_that_is_not_found_with_exit_2(tmp_path):
                    "workload: {partitions: 2, replication: 1, consumers: [{command: [kafka-chaos-no-such-program]}]}\n"
                    "phases: {warmup_s: 1, chaos_s: 1}\n")
     chaos = Path(sys.executable).parent / "chaos"
+    state = tmp_path / "state"
     got = subprocess.run([str(chaos), "run", str(exp), "--out", str(tmp_path / "runs")], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env=dict(os.environ, KAFKA_CHAOS_STATE=str(state)))
     assert got.returncode == 2, (got.stdout, got.stderr)
     lines = got.stderr.strip().splitlines()
     assert lines and "command 'kafka-chaos-no-such-program' was not found" in lines[-1], got.stderr
     assert "Traceback" not in got.stderr
+    # refused before a cluster: no process was started (no session directory), no run directory written
+    assert not state.exists() and not (tmp_path / "runs").exists()
