@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -266,8 +267,6 @@ class Session:
     @staticmethod
     def attached_by(session_dir: Path) -> str | None:
         """The pid of the driver that has the session attached now, or None (a probe: it may change after)."""
-        import fcntl
-
         try:
             fd = os.open(session_dir / "attach.lock", os.O_RDONLY)
         except FileNotFoundError:
@@ -286,8 +285,6 @@ class Session:
         see :meth:`adopted`), what this driver spawns is recorded there and outlives it, and
         :meth:`close` lets go without ending anything. Raises :class:`SessionInUse` when another driver
         has it attached."""
-        import fcntl
-
         self = cls.__new__(cls)
         self.id, self.dir = session_dir.name, session_dir
         lock_path = session_dir / "attach.lock"

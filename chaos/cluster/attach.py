@@ -54,6 +54,10 @@ def attachable(name: str) -> Path:
                   if (d / ATTACH_STATE).is_file() and d.stat().st_uid == os.getuid() and session_running(d))
     d = root / name
     if name in mine:
+        backend = read_state(d).get("backend", "local")
+        if backend != "local":  # its containers are driven by the engine that made them
+            raise UsageError(f"--cluster {name}: that cluster runs on the {backend} backend; --cluster attaches local "
+                             "clusters (`chaos cluster up`)")
         holder = Session.attached_by(d)
         if holder is not None:
             raise UsageError(f"--cluster {name}: that cluster is in use by another chaos command (pid {holder}): wait "

@@ -188,7 +188,7 @@ class KafkaCluster:
         self.startup_seconds: float | None = None
         #: KRaft: the id every node's storage was formatted with
         self.cluster_id: str | None = None
-        #: started by another driver and attached (:meth:`attach`): stop() lets go instead of ending it
+        #: started by another driver and attached (:meth:`adopt`): stop() lets go instead of ending it
         self.attached = False
 
     # ------------------------------------------------------------ capabilities
@@ -505,8 +505,9 @@ class KafkaCluster:
 
     def _write_state(self) -> None:
         (self.workdir / "cluster.json").write_text(json.dumps(self.status(), indent=2, default=str))
-        # what attach() needs to drive the cluster from another process (topology, command lines)
-        state = {"topology": TypeAdapter(Topology).dump_python(self._topology(), mode="json"),
+        # what adopt() needs to drive the cluster from another process (topology, command lines)
+        state = {"backend": self.backend_name,
+                 "topology": TypeAdapter(Topology).dump_python(self._topology(), mode="json"),
                  "launches": TypeAdapter(dict[str, NodeLaunch]).dump_python(self._launch, mode="json"),
                  "cluster_id": self.cluster_id, "startup_seconds": self.startup_seconds}
         (self.workdir / ATTACH_STATE).write_text(json.dumps(state))
