@@ -175,9 +175,11 @@ def _on_master(cluster: _Cluster, out: Path, local: Path) -> None:
 
 def test_report_on_a_standalone_cluster_equals_local(archive, report, cluster, tmp_path):
     on_cluster = tmp_path / "cluster"
-    _run([str(BIN / "chaos"), "report", str(archive), "--out", str(on_cluster), "--timelines", TIMELINES,
-          "--spark-master", cluster.url], cluster.env)
+    res = _run([str(BIN / "chaos"), "report", str(archive), "--out", str(on_cluster), "--timelines", TIMELINES,
+                "--spark-master", cluster.url], cluster.env)
     _on_master(cluster, on_cluster, report[0])
+    # stderr is the report's progress and nothing of the driver JVM (chaos.report.session._launch_driver_jvm)
+    assert [line for line in res.stderr.splitlines() if not line.startswith("[report ")] == [], res.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -201,3 +203,21 @@ def test_a_master_that_does_not_answer_is_one_line_exit_2(archive, tmp_path):
     errors = [line for line in res.stderr.splitlines() if not line.startswith("[report ")]  # progress lines
     assert len(errors) == 1 and errors[0].startswith("chaos: error: ") and "does not answer" in errors[0], res.stderr
     assert time.monotonic() - t0 < 60
+
+
+def test_a_corrupt_history_line_is_one_error_line_and_no_jvm_output(tmp_path):
+    """``chaos report`` on a corrupt history: its progress lines and one error line naming the file and line,
+    nothing of the Spark JVM (its start-up lines, a failed task's stack trace: 134 lines before they went to the
+    JVM's own file and the failed-task loggers were turned off, chaos.report.session)."""
+    history = ROOT / "fixtures" / "histories" / "delivery-lost-record.jsonl"
+    run = tmp_path / "results" / "2026-11-23" / "baseline" / "run-000-seed-1"
+    run.mkdir(parents=True)
+    lines = history.read_text().splitlines()
+    (run / "history.jsonl").write_text("\n".join([*lines[:5], "{not json", *lines[5:]]) + "\n")
+    res = subprocess.run([str(BIN / "chaos"), "report", str(tmp_path / "results"), "--out", str(tmp_path / "out")],
+                         env=_env(tmp_path), capture_output=True, text=True, timeout=REPORT_TIMEOUT_S)
+    assert res.returncode == 2, res.stderr[-3000:]
+    others = [line for line in res.stderr.splitlines() if not line.startswith("[report ")]
+    assert len(others) == 1 and others[0].startswith(f"chaos: error: {run}/history.jsonl:6: "), res.stderr[-3000:]
+    assert "the history is corrupt" in others[0]
+    assert not (tmp_path / "out").exists()
