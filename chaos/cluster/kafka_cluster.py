@@ -188,8 +188,6 @@ class KafkaCluster:
         self.startup_seconds: float | None = None
         #: KRaft: the id every node's storage was formatted with
         self.cluster_id: str | None = None
-        #: started by another driver and attached (:meth:`adopt`): stop() lets go instead of ending it
-        self.attached = False
 
     # ------------------------------------------------------------ capabilities
     def unavailable_reason(self, capability: Capability) -> str | None:
@@ -275,7 +273,6 @@ class KafkaCluster:
         try:
             self.topology, self._launch = topology, launches
             self.cluster_id, self.startup_seconds = state.get("cluster_id"), state.get("startup_seconds")
-            self.attached = True
             self._adopt_replaced()
             host = topology.address("toxiproxy")
             self.proxy_api = ToxiproxyClient(host, topology.toxiproxy_api)
@@ -287,6 +284,11 @@ class KafkaCluster:
             self.stop()
             raise
         return self
+
+    @property
+    def attached(self) -> bool:
+        """Started by another driver and attached (:meth:`adopt`): :meth:`stop` lets go instead of ending it."""
+        return self.session is not None and self.session.attached
 
     def _adopt_replaced(self) -> None:
         """Take as the node the process recorded for it in the session directory when it is not the one we hold:
