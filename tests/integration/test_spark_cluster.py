@@ -2,10 +2,10 @@
 
 The test starts ``org.apache.spark.deploy.master.Master`` and ``...worker.Worker`` with
 ``spark-class`` (bound to 127.0.0.1, free ports, web UIs on loopback), runs
-``chaos report --spark-master spark://127.0.0.1:PORT`` against it on the fixture archive, and compares
+``chaos report --spark-master spark://127.0.0.1:PORT`` against it on the re-check archive, and compares
 the report with the session's one built on ``local[2]`` (``tests/conftest.py``, shared with the unit
-report tests: each build is a Spark job of about a minute and a half on two cores). ``spark-submit
-reports/build_report.py`` against the same master is in ``make test-all``. The master's own JSON status
+report tests). ``spark-submit reports/build_report.py`` of the larger fixture archive against the same
+master, compared with its local report, is in ``make test-all``. The master's own JSON status
 says the applications ran there, on the worker's executors. Both JVMs are started in their own process
 groups and stopped by their recorded pids.
 """
@@ -132,9 +132,9 @@ def cluster(tmp_path_factory) -> Iterator[_Cluster]:
         c.stop()
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], env: dict[str, str], code: int = 0) -> subprocess.CompletedProcess:
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=REPORT_TIMEOUT_S, cwd=ROOT)
-    assert res.returncode == 0, f"{cmd[:2]} exit {res.returncode}:\n{res.stderr[-3000:]}"
+    assert res.returncode == code, f"{cmd[:2]} exit {res.returncode}:\n{res.stderr[-3000:]}"
     return res
 
 
@@ -173,11 +173,18 @@ def _on_master(cluster: _Cluster, out: Path, local: Path) -> None:
     assert list((cluster.tmp / "work").iterdir()), "no executor ran on the worker"
 
 
-def test_report_on_a_standalone_cluster_equals_local(archive, report, cluster, tmp_path):
+def test_report_on_a_standalone_cluster_equals_local(recheck_report, cluster, tmp_path):
+    """``chaos report --spark-master`` on the re-check archive (tests/recheck_archive.py: every re-checked invariant
+    bad, near miss and disagreeing) equals the session's local[2] report of it. The job's cost is its ~120 Spark
+    jobs, not its data: 17 small runs take ~60 s on the master against ~85 s for the 114-run fixture archive, which
+    the spark-submit test below runs there in make test-all."""
+    local, _ = recheck_report
+    results = local.parent / "results"  # tests/conftest.py _recheck_report: the archive beside its report
     on_cluster = tmp_path / "cluster"
-    res = _run([str(BIN / "chaos"), "report", str(archive), "--out", str(on_cluster), "--timelines", TIMELINES,
-                "--spark-master", cluster.url], cluster.env)
-    _on_master(cluster, on_cluster, report[0])
+    res = _run([str(BIN / "chaos"), "report", str(results), "--out", str(on_cluster), "--timelines", "0",
+                "--spark-master", cluster.url], cluster.env, code=1)
+    assert "re-check DISAGREES" in res.stdout, res.stdout  # the archive's edited checks.json: exit 1 (command.py)
+    _on_master(cluster, on_cluster, local)
     # stderr is the report's progress and nothing of the driver JVM (chaos.report.session._launch_driver_jvm)
     assert [line for line in res.stderr.splitlines() if not line.startswith("[report ")] == [], res.stderr[-3000:]
 
