@@ -88,7 +88,7 @@ def test_pairwise_partition_by_iptables_inside_the_broker_container(bridged):
 @pytest.mark.slow
 def test_pairwise_partition_shrinks_the_isr_on_docker_too(bridged):
     # Kafka-level evidence, as for the local backend; opt-in (--run-slow): in two of six full docker
-    # suites the leader did not log the shrink within 40 s, not yet understood (see README)
+    # suites the leader did not log the shrink within 40 s, not yet understood (docs/known-gaps.md)
     isr_shrinks_under_a_pairwise_partition(bridged)
 
 

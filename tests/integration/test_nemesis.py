@@ -180,7 +180,7 @@ def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(ka
 @pytest.mark.slow
 def test_pairwise_partition_shrinks_the_isr_then_heals(tmp_path):
     """Opt-in (``--run-slow``) like its docker twin: in a busy-core fresh-clone run the leader never logged the
-    ISR shrink within 40 s with the rules in place (README, "Known gaps"); the cause is not found yet."""
+    ISR shrink within 40 s with the rules in place (docs/known-gaps.md); the cause is not found yet."""
     from chaos.cluster.firewall import unavailable_reason
     from chaos.cluster.local import LocalCluster
     from chaos.cluster.topology import ClusterSpec
