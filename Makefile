@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup setup-browser setup-docker demo test test-all test-fast lint bench clean
+.PHONY: setup setup-browser setup-docker demo docs test test-all test-fast lint bench clean
 
 # Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
@@ -27,11 +27,16 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@# setuptools warns on every editable install ("be careful with folders ... same name as your package"),
 	@# which pip >= 25 prints as a 12-line BuildBackendWarning: advice for the package's authors, not its users
-	@PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report]'
+	@PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,docs]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
 	$(BIN)/chaos demo --out out/demo
+
+# the docs site, strict: a broken link, a missing page or an invalid docstring in the generated references fails
+docs: setup
+	@$(BIN)/python -m sphinx -W --keep-going -q -b html docs out/docs
+	@echo "docs: out/docs/index.html"
 
 # docker backend: docker.io + debootstrap from apt when missing (root); if that is impossible the
 # line printed says why and the docker tests are skipped with that reason
@@ -54,7 +59,7 @@ test-all: test
 
 # ruff and mypy (config in pyproject.toml); silent when clean
 lint: setup
-	@$(BIN)/ruff check --quiet chaos tests bench fixtures examples
+	@$(BIN)/ruff check --quiet chaos tests bench fixtures examples docs
 	@$(BIN)/mypy --no-error-summary chaos
 
 test-fast: setup

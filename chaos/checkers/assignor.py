@@ -16,7 +16,9 @@ owner is
   5 min), so partitions first seen after an ``add_partitions`` fault began are
   not required of an eager generation (the convergence checker requires them
   after the heal). Without recorded subscriptions only the topics the sample
-  shows owned are required (:func:`eager_required`). The properties below are documented
+  shows owned are required (:func:`eager_required`).
+
+The properties below are documented
 for members with one common subscription: a generation whose members
 subscribe to different topics (a change_subscription fault; the subscriptions
 come from the coordinator's DescribeGroups) is skipped and counted, and
