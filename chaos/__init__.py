@@ -1,7 +1,29 @@
 """kafka-chaos: break real Kafka consumer groups on purpose and judge, from a
 recorded history, whether the group kept its promises."""
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+#: the Python API's entry points, importable as ``from chaos import Run, load_experiment`` (chaos.lifecycle's
+#: example); loaded on first use (PEP 562), so ``import chaos`` (every CLI start, every worker) loads none of them
+_EXPORTS = {
+    "Run": "chaos.lifecycle",
+    "load_experiment": "chaos.experiment",
+    "Experiment": "chaos.model.experiment",
+    "FaultSpec": "chaos.model.experiment",
+    "ClusterSpec": "chaos.model.cluster",
+    "LocalCluster": "chaos.cluster.local",
+}
+__all__ = ["__version__", "source_commit", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'chaos' has no attribute {name!r}")
 
 
 def source_commit() -> str | None:

@@ -31,3 +31,21 @@ def test_the_plan_and_schema_commands_need_no_kafka_client():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", out.stdout
+
+
+def test_the_python_api_imports_from_the_package_and_import_chaos_loads_none_of_it():
+    """``from chaos import Run, load_experiment`` (chaos.lifecycle's example); the names load on first use."""
+    code = ("import sys\n"
+            "import chaos\n"
+            "light = [m for m in ('chaos.lifecycle', 'chaos.cluster.local', 'chaos.model.experiment')"
+            " if m in sys.modules]\n"
+            "from chaos import Run, load_experiment, Experiment, FaultSpec, ClusterSpec, LocalCluster\n"
+            "from chaos.lifecycle import Run as R\n"
+            "assert Run is R and load_experiment('baseline').name == 'baseline'\n"
+            "try:\n"
+            "    chaos.NoSuchThing\n"
+            "except AttributeError as e:\n"
+            "    print(light, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] module 'chaos' has no attribute 'NoSuchThing'", out.stdout
