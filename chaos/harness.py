@@ -56,32 +56,32 @@ class ConsumerGroup:
         self._test = test
 
     @property
-    def run(self) -> WorkloadRun:
-        run = self._test.run
-        if run is None:  # a ConsumerGroup is handed out by consumer_group(), which starts the run
+    def workload(self) -> WorkloadRun:
+        workload = self._test.workload
+        if workload is None:  # a ConsumerGroup is handed out by consumer_group(), which starts the run
             raise UsageError("start the group first: consumer_group()")
-        return run
+        return workload
 
     @property
     def members(self) -> list[str]:
-        return sorted(self.run.member_specs)
+        return sorted(self.workload.member_specs)
 
     @property
     def group_id(self) -> str:
-        return self.run.group
+        return self.workload.group
 
     @property
     def topic(self) -> str:
-        return self.run.topic
+        return self.workload.topic
 
     def bounce(self, member: str, down_s: float = 1.0) -> None:
         """Leave cleanly (SIGTERM) and rejoin after ``down_s``: two rebalances."""
-        self.run.kill_member(member, signal.SIGTERM)
+        self.workload.kill_member(member, signal.SIGTERM)
         time.sleep(down_s)
-        self.run.start_member(member)
+        self.workload.start_member(member)
 
     def wait_assigned(self, timeout: float = 30.0) -> None:
-        self.run.wait_assigned(timeout)
+        self.workload.wait_assigned(timeout)
 
 
 class ChaosControl:
@@ -99,7 +99,7 @@ class ChaosControl:
         Yields the resolved nodes. Raises :class:`UsageError` for an invalid
         fault and ``TimeoutError`` when the state never came.
         """
-        run = self._test.lifecycle
+        run = self._test.run
         if run is None or run.nemesis is None:
             raise UsageError("start the group first: consumer_group() before chaos.fault()")
         trigger = Trigger(state=when, timeout_s=timeout_s) if when else Trigger(at_s=0)
@@ -139,20 +139,21 @@ class ChaosTest:
         self.partitions = partitions
         self.checkers = checkers
         self.bounds = bounds
-        self.lifecycle: Run | None = None
+        #: the run's lifecycle (warm-up, chaos, heal, quiesce, judge), once the group started
+        self.run: Run | None = None
         self.chaos = ChaosControl(self)
         self.verdict: Verdict | None = None
         self.history: History | None = None
 
     @property
-    def run(self) -> WorkloadRun | None:
+    def workload(self) -> WorkloadRun | None:
         """The workload of the run (its members, producers, topic and group), once the group started."""
-        return self.lifecycle.workload if self.lifecycle is not None else None
+        return self.run.workload if self.run is not None else None
 
     def consumer_group(self, members: int = 3, *, handler: str | Callable | None = None,
                        lanes: list[str] | None = None, **consumer: Any) -> ConsumerGroup:
         """Start ``members`` group members (each a process; ``consumer`` fields go to every ConsumerSpec)."""
-        if self.lifecycle is not None:
+        if self.run is not None:
             raise UsageError("consumer_group() was already called in this test: one group per test")
         lane_names = lanes or [f"lane{i % self.cluster.spec.lanes}" for i in range(members)]
         specs = tuple(ConsumerSpec(lane=lane_names[i], **consumer) for i in range(members))
@@ -160,32 +161,32 @@ class ChaosTest:
                             replication=min(3, self.cluster.spec.brokers))
         exp = Experiment(name="pytest", backend=self.cluster.backend_name, cluster=self.cluster.spec, workload=spec,
                          phases=self.phases)
-        self.lifecycle = Run(self.cluster, exp, self.run_dir, self.seed, handler=handler_ref(handler),
+        self.run = Run(self.cluster, exp, self.run_dir, self.seed, handler=handler_ref(handler),
                              source={"name": "pytest", "source": "chaos.harness"},
                              checkers=self.checkers, bounds=self.bounds).start()
-        self.lifecycle.warm_up()
-        self.lifecycle.begin_chaos()  # follow the live stream from now on
+        self.run.warm_up()
+        self.run.begin_chaos()  # follow the live stream from now on
         return ConsumerGroup(self)
 
     def producer(self, rate: float = 200.0, count: int | None = None, lane: str = "lane0") -> str:
-        if self.run is None:
+        if self.workload is None:
             raise UsageError("call consumer_group() before producer(): the producer writes to the group's topic")
-        name = f"producer-{len(self.run.producer_specs)}"
-        self.run.start_producer(name, ProducerSpec(rate=rate, count=count, lane=lane))
+        name = f"producer-{len(self.workload.producer_specs)}"
+        self.workload.start_producer(name, ProducerSpec(rate=rate, count=count, lane=lane))
         return name
 
     def finish(self) -> Verdict | None:
         """Heal, quiesce, final read, merge, judge (idempotent). None when no group was started."""
-        if self.lifecycle is None or self.verdict is not None:
+        if self.run is None or self.verdict is not None:
             return self.verdict
-        self.verdict = self.lifecycle.finish()
+        self.verdict = self.run.finish()
         self.history = read_history(self.run_dir / "history.jsonl")
         return self.verdict
 
     def abort(self) -> None:
         """Stop everything without judging (the test itself failed)."""
-        if self.lifecycle is not None and self.verdict is None:
-            self.lifecycle.abort()
+        if self.run is not None and self.verdict is None:
+            self.run.abort()
 
 
 def explain(verdict: Verdict, run_dir: Path, history: History | None = None) -> str:

@@ -86,7 +86,7 @@ def test_a_command_member_is_judged_from_the_coordinator_and_unknown_where_it_re
     try:
         group = test.consumer_group(members=2, command=[sys.executable, "svc.py"], cwd=str(tmp_path))
         _run_until_consumed(test, 200)
-        procs = [test.run.members[m] for m in group.members]
+        procs = [test.workload.members[m] for m in group.members]
         verdict = test.finish()
     except BaseException:
         test.abort()
@@ -120,7 +120,7 @@ def test_an_application_member_that_cannot_run_is_one_line_naming_it(kafka_clust
     assert said in text and "\n" not in text, text
     if "exits-at-once" in str(fields):
         assert "exited with code 3" in text and "bad config: no topic" in text
-    assert test.run is None or not any(p.alive() for p in test.run.members.values())
+    assert test.workload is None or not any(p.alive() for p in test.workload.members.values())
 
 
 def test_a_command_that_never_joins_is_named_after_the_warm_up(kafka_cluster, tmp_path):
@@ -134,7 +134,7 @@ def test_a_command_that_never_joins_is_named_after_the_warm_up(kafka_cluster, tm
     text = str(err.value)
     assert text.startswith("member consumer-0 (command ") and "did not join the group" in text, text
     assert "waiting for nothing" in text
-    assert not any(p.alive() for p in test.run.members.values())
+    assert not any(p.alive() for p in test.workload.members.values())
 
 
 def test_the_cli_refuses_a_program_that_is_not_found_with_exit_2(tmp_path):

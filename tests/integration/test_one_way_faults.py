@@ -55,12 +55,12 @@ def _ok_commit_after(run_dir, member: str, after_ns: int) -> bool:
 def _one_way(test: ChaosTest, direction: str) -> dict[tuple[str, int], int]:
     """Black-hole ``SLOW``'s lane in ``direction`` for FAULT_S; the group's committed offsets read over
     the control lane in the middle of it (OffsetFetch at the coordinator)."""
-    assert test.lifecycle is not None and test.lifecycle.nemesis is not None
+    assert test.run is not None and test.run.nemesis is not None
     spec = FaultSpec(type="black_hole", target="member", node=SLOW, direction=direction, duration_s=0)
-    with test.lifecycle.nemesis.fire(spec) as nodes:
+    with test.run.nemesis.fire(spec) as nodes:
         assert nodes == [SLOW]
         time.sleep(FAULT_S * 0.6)  # the commit sent at the fault has been stored (or dropped) by now
-        during = test.cluster.admin.committed_offsets(test.run.group)
+        during = test.cluster.admin.committed_offsets(test.workload.group)
         time.sleep(FAULT_S * 0.4)
     return during
 
