@@ -30,7 +30,7 @@ import time
 import psutil
 
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 from chaos.process import Session
 
 MODES = {

@@ -43,7 +43,7 @@ from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
 from chaos.cluster.images import base_tag, ensure_images
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import kafka_runtime, toxiproxy_runtime
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 
 
 def timed_start(make) -> tuple[float, float]:

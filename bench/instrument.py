@@ -23,9 +23,9 @@ import confluent_kafka
 from confluent_kafka import Producer
 
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.instrument.consumer import Consumer as Instrumented
 from chaos.instrument.destination import EVENTS_VAR, GROUP_VAR, MEMBER_VAR
+from chaos.model.cluster import ClusterSpec
 
 PARTITIONS = 12
 #: a drain that has not finished by then is a broken run, not a slow one

@@ -23,12 +23,13 @@ import orjson
 from confluent_kafka import Producer
 
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.cluster import ClusterSpec
+from chaos.model.workload import ConsumerSpec
 from chaos.workload.clients.confluent import ConfluentClient
 from chaos.workload.consumer import Member
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 
 def consumed_fields(i: int) -> dict:

@@ -139,7 +139,7 @@ def _complete_experiments(ctx: click.Context, param: click.Parameter, incomplete
 
 def _check_kafka_version(version: str | None) -> None:
     if version is not None:
-        from chaos.cluster.runtime import validate_kafka_version
+        from chaos.model.cluster import validate_kafka_version
 
         try:
             validate_kafka_version(version)
@@ -263,8 +263,7 @@ def cluster_up(brokers, kafka_version, mode, zookeepers, controllers, controller
 
     ZooKeeper mode (Kafka 2.8.x-3.9.x) runs ZooKeeper and brokers; KRaft (3.7.x-4.x, KIP-500) runs a
     controller quorum, inside the brokers or apart from them, and no ZooKeeper."""
-    from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION
-    from chaos.cluster.topology import ClusterSpec
+    from chaos.model.cluster import DEFAULT_KAFKA_VERSION, ClusterSpec
 
     _check_kafka_version(kafka_version)
     given = click.get_current_context().get_parameter_source
@@ -556,7 +555,8 @@ def _trigger_text(trigger) -> str:
 def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: bool) -> None:
     """Print the fault schedule of EXPERIMENT (a .yaml file or a catalogue name) for a seed: which
     fault fires when, on what, for how long. The same seed gives the same schedule in `chaos run`."""
-    from chaos.experiment import check_seed, load_experiment
+    from chaos.experiment import load_experiment
+    from chaos.model.experiment import check_seed
     from chaos.nemesis.schedule import plan as make_plan
 
     check_seed(seed)

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer
 
 from chaos.cluster.admin import retry
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 
 Say = Callable[[str], None]
 

@@ -17,18 +17,9 @@ from pydantic import ValidationError
 from chaos.errors import UsageError
 
 # the records themselves live in the model layer; this module reads them from files
-from chaos.model.experiment import (  # noqa: F401 - re-exported
-    SEED_MAX,
-    CheckerConfig,
+from chaos.model.experiment import (
     Experiment,
-    FaultSpec,
-    FaultType,
-    Phases,
-    RandomTrigger,
-    Trigger,
-    check_seed,
 )
-from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - re-exported
 
 
 def _error_line(source: str, exc: ValidationError) -> str:
@@ -55,7 +46,7 @@ def parse_experiment(data: Any, source: str = "<experiment>") -> Experiment:
         raise UsageError(f"{source}: an experiment is a mapping with at least `name:` (got {got})")
     cluster = data.get("cluster")
     if isinstance(cluster, dict) and isinstance(cluster.get("kafka_version"), str):
-        from chaos.cluster.runtime import validate_kafka_version
+        from chaos.model.cluster import validate_kafka_version
 
         try:  # ClusterSpec raises it as a UsageError, which pydantic does not locate
             validate_kafka_version(cluster["kafka_version"])

@@ -31,9 +31,9 @@ from typing import Any
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.result import CheckerName, Verdict
 from chaos.errors import UsageError
-from chaos.experiment import Experiment, FaultSpec, Phases, Trigger
 from chaos.history.reader import History, read_history
 from chaos.lifecycle import Run
+from chaos.model.experiment import Experiment, FaultSpec, Phases, Trigger
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.run import WorkloadRun
 

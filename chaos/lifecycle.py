@@ -43,8 +43,8 @@ from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.judge import judge_run
 from chaos.checkers.result import Verdict
 from chaos.errors import UsageError
-from chaos.experiment import Experiment
 from chaos.history.event import RunPhase
+from chaos.model.experiment import Experiment
 from chaos.nemesis.interpreter import Nemesis
 from chaos.nemesis.schedule import PlannedFault, plan, timeline
 from chaos.workload.run import WorkloadRun

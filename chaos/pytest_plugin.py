@@ -180,8 +180,7 @@ def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="session")
 def kafka_cluster_spec(chaos_settings):
-    from chaos.cluster.topology import ClusterSpec
-    from chaos.model.cluster import DEFAULT_KAFKA_VERSION
+    from chaos.model.cluster import DEFAULT_KAFKA_VERSION, ClusterSpec
 
     if chaos_settings["cluster"] is not None:  # the attached cluster is the shared one, whatever its shape
         from chaos.cluster.attach import attachable, attached_spec

@@ -40,9 +40,10 @@ import yaml
 
 from chaos.checkers.judge import CHECKS_FILE
 from chaos.errors import UsageError
-from chaos.experiment import Experiment, parse_experiment
+from chaos.experiment import parse_experiment
 from chaos.history.merge import HEADER_FILE, HISTORY_FILE
 from chaos.history.reader import parse_header_line
+from chaos.model.experiment import Experiment
 from chaos.model.target import Role
 
 #: a replayed live trigger waits from this many seconds before the second it fired at in the recorded run

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 
 from chaos.checkers.result import Validity
 from chaos.cluster import Cluster, new_cluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.errors import InfrastructureError, UsageError
-from chaos.experiment import Experiment, check_seed
 from chaos.lifecycle import Run
+from chaos.model.cluster import ClusterSpec
+from chaos.model.experiment import Experiment, check_seed
 
 if TYPE_CHECKING:
     from chaos.cluster.container_engine import DockerEngine

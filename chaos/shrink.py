@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from chaos.errors import InfrastructureError, UsageError
-from chaos.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment, FaultSpec
 from chaos.replay import LIVE_LEAD_S, RecordedRun, as_fired, experiment_yaml
 from chaos.runner import ClusterPool, RunOutcome, estimate_s, pooled_run
 

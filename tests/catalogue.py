@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.experiment import Experiment, load_experiment
+from chaos.experiment import load_experiment
+from chaos.model.experiment import Experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 #: the quiesce bound of a wrong consumer's run in the tests

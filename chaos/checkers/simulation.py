@@ -30,12 +30,9 @@ from typing import Any
 from chaos.checkers.result import CheckerName
 from chaos.history import (
     Assigned,
-    Assignor,
     BrokerLog,
     BrokerLogEvent,
-    Client,
     Commit,
-    CommitMode,
     CommittedOffsets,
     Consumed,
     Event,
@@ -52,12 +49,12 @@ from chaos.history import (
     MemberStart,
     MemberStop,
     PhaseEvent,
-    RebalanceProtocol,
     Revoked,
     RunPhase,
     SendOk,
     VerificationStage,
 )
+from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.outcome import Outcome
 
 GROUP = "g"

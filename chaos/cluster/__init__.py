@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     from chaos.cluster.admin import ClusterAdmin
-    from chaos.cluster.topology import ClusterSpec, Topology
+    from chaos.cluster.topology import Topology
     from chaos.cluster.toxiproxy import Toxic
+    from chaos.model.cluster import ClusterSpec
 
 
 class BackendName(StrEnum):

@@ -80,8 +80,8 @@ from chaos.cluster.container_engine import DockerEngine, EngineUnavailable, in_n
 from chaos.cluster.images import JAVA, KAFKA_LIBS, TOXIPROXY_BIN, Images, ensure_images
 from chaos.cluster.kafka_cluster import KafkaCluster, NetworkDisconnecting, PairPartitioning, Pausing
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
-from chaos.cluster.topology import ClusterSpec
 from chaos.errors import InfrastructureError, UsageError
+from chaos.model.cluster import ClusterSpec
 
 
 def default_docker_host() -> str:

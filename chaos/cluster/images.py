@@ -201,7 +201,8 @@ def main() -> None:
     import sys
 
     from chaos.cluster.container_engine import DockerEngine
-    from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, kafka_runtime, toxiproxy_runtime
+    from chaos.cluster.runtime import kafka_runtime, toxiproxy_runtime
+    from chaos.model.cluster import DEFAULT_KAFKA_VERSION
 
     version = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_KAFKA_VERSION
     engine = DockerEngine().start()

@@ -62,9 +62,10 @@ from chaos.cluster.settings import (
     render_properties,
     zk_config,
 )
-from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, ClusterSpec, Topology, plan
+from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
 from chaos.errors import InfrastructureError, UsageError
+from chaos.model.cluster import ClusterSpec
 from chaos.process import Session, SessionInUse, is_stopped, terminate_on_sigterm
 
 READY_TOPIC = "chaos.ready"

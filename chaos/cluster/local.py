@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster import Capability, NodeProcess, firewall
-from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunch, zk_*: this module's names before the split
+from chaos.cluster.kafka_cluster import (
     READY_TOPIC,
     KafkaCluster,
     NodeLaunch,
@@ -34,7 +34,7 @@ from chaos.cluster.kafka_cluster import (  # noqa: F401 - READY_TOPIC, NodeLaunc
     zk_mode,
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 from chaos.process import log_excerpt
 
 

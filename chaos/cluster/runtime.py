@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from chaos.errors import UsageError
-from chaos.model.cluster import DEFAULT_KAFKA_VERSION, validate_kafka_version  # noqa: F401 - re-exported
+from chaos.model.cluster import DEFAULT_KAFKA_VERSION, validate_kafka_version
 
 TOXIPROXY_VERSION = "2.12.0"
 #: kafka-tools releases to try, in order, when the one of the broker's version is not served (it carries

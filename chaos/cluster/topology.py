@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from chaos.errors import UsageError
-from chaos.model.cluster import ClusterSpec  # noqa: F401 - re-exported: the shape a topology is planned from
+from chaos.model.cluster import ClusterSpec
 
 CONTROL_LANE = "ctl"
 LOOPBACK = "127.0.0.1"

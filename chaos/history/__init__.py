@@ -41,14 +41,13 @@ from chaos.history.event import (
 from chaos.history.merge import EVENTS_DIR, HEADER_FILE, HISTORY_FILE, merge_run
 from chaos.history.reader import EventsDirTail, EventTail, History, parse_line, read_history, write_history
 from chaos.history.writer import EventWriter
-from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
 
 __all__ = [
-    "EVENT_CLASS", "SCHEMA_VERSION", "Assigned", "Assignor", "BrokerLog", "BrokerLogEvent", "Client", "Commit",
-    "CommitMode", "CommittedOffsets", "Consumed", "ErrorEvent", "Event", "FaultEnd", "FaultStart",
+    "EVENT_CLASS", "SCHEMA_VERSION", "Assigned", "BrokerLog", "BrokerLogEvent", "Commit",
+    "CommittedOffsets", "Consumed", "ErrorEvent", "Event", "FaultEnd", "FaultStart",
     "FaultVerified", "FinalRead", "GroupMember", "GroupState", "GroupStateSample", "Header", "Kind", "Lost",
-    "MemberStart", "MemberStop", "OwnershipChange", "PhaseEvent", "RebalanceProtocol", "Revoked", "RunPhase",
-    "SchemaError", "SendFail", "SendOk", "SendUnknown", "VerificationStage", "WrongMode", "from_dict",
+    "MemberStart", "MemberStop", "OwnershipChange", "PhaseEvent", "Revoked", "RunPhase",
+    "SchemaError", "SendFail", "SendOk", "SendUnknown", "VerificationStage", "from_dict",
     "header_from_dict", "header_to_json", "to_dict", "to_json", "EVENTS_DIR", "HEADER_FILE", "HISTORY_FILE",
     "merge_run", "EventsDirTail", "EventTail", "History", "parse_line", "read_history", "write_history",
     "EventWriter",

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from chaos.checkers.result import CheckerName
 from chaos.errors import UsageError
 from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
-from chaos.model.target import MEMBER_ROLES, LinkScope, Role  # noqa: F401 - part of the model
+from chaos.model.target import LinkScope, Role
 from chaos.model.workload import MAX_PARTITIONS, GroupProtocol, WorkloadSpec
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from chaos.experiment import FaultSpec
+from chaos.model.experiment import FaultSpec
 from chaos.nemesis.evidence import Active, Evidence
 from chaos.nemesis.kinds import Injection
 from chaos.nemesis.kinds.container import disconnect as _disconnect
@@ -54,7 +54,7 @@ class Primitives:
 
     def add_partitions(self, total: int) -> Active:
         """The workload topic grows to ``total`` partitions (permanent)."""
-        from chaos.experiment import FaultSpec as Spec
+        from chaos.model.experiment import FaultSpec as Spec
 
         return self._inject(Spec(type="add_partitions", target="topic", partitions=total), [self.run.topic])[0]
 

@@ -21,14 +21,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chaos.errors import UsageError
-from chaos.experiment import Experiment, FaultSpec, Trigger
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.experiment import Experiment, FaultSpec, Trigger
+from chaos.model.target import Role
 from chaos.model.workload import GroupProtocol
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import Injection
 from chaos.nemesis.schedule import PlannedFault
-from chaos.nemesis.target import Role, resolve
+from chaos.nemesis.target import resolve
 from chaos.nemesis.watch import LiveWatch, Signal
 
 #: for a state trigger, the signal that means the group *left* that state (classic groups)
@@ -61,7 +62,7 @@ def _ms(ns: int) -> float:
 
 def kip848_landing(intended_state: str, trigger: Signal, signals: Sequence[Signal],
                    effect_ns: int) -> tuple[bool | None, str]:
-    """Landing against the KIP-848 meaning of the state (:class:`chaos.experiment.Trigger`).
+    """Landing against the KIP-848 meaning of the state (:class:`chaos.model.experiment.Trigger`).
 
     ``Stable`` (the coordinator answered Stable at group epoch N): landed unless the group epoch was
     bumped past N before the effect — the next rebalance had started. Epochs, not timestamps, order
@@ -123,7 +124,7 @@ def _sample(s: Signal | None, effect_ns: int) -> str:
 
 
 def trigger_match(trig: Trigger) -> Callable[[Signal], bool]:
-    """Which live signals fire a non-time ``trig`` (:class:`chaos.experiment.Trigger` says what each means).
+    """Which live signals fire a non-time ``trig`` (:class:`chaos.model.experiment.Trigger` says what each means).
 
     A state matches the signal of that name, whichever protocol made it (a KIP-848 group's epoch
     bump is its PreparingRebalance); ``after_generation`` counts classic generations (the first

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from chaos.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment, FaultSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,7 @@ from __future__ import annotations
 import random
 from typing import Protocol
 
-from chaos.model.target import (  # noqa: F401 - re-exported
-    BROKER_ROLES,
-    MEMBER_ROLES,
-    SINGLE_ROLES,
-    LinkScope,
+from chaos.model.target import (
     Role,
 )
 

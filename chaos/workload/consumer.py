@@ -25,7 +25,7 @@ partitions and drops their queued records. The deliberately wrong modes
   commits past it (at-least-once fails).
 
 When the user's handler raises on a record, ``on_handler_error``
-(:class:`chaos.workload.spec.HandlerErrorPolicy`) decides: ``stop`` (default)
+(:class:`chaos.model.workload.HandlerErrorPolicy`) decides: ``stop`` (default)
 records the exception as a fatal ``error`` event, writes its traceback to
 ``workers/<member>.traceback.txt`` and ends the member uncleanly; ``skip``
 records a non-fatal ``error`` and counts the record processed; ``retry``
@@ -55,16 +55,17 @@ import orjson
 from chaos.checkers.incidents import traceback_path  # one place for the file's name: writer and reader
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.model.workload import CommitMode, WrongMode
-from chaos.outcome import Operation, Outcome, classify
-from chaos.workload.clients.client_log import ClientLog
-from chaos.workload.spec import (
+from chaos.model.workload import (
     HANDLER_RETRIES,
     HANDLER_RETRY_BACKOFF_S,
+    CommitMode,
     ConsumerSpec,
     HandlerErrorPolicy,
-    WorkerConfig,
+    WrongMode,
 )
+from chaos.outcome import Operation, Outcome, classify
+from chaos.workload.clients.client_log import ClientLog
+from chaos.workload.spec import WorkerConfig
 
 TP = tuple[str, int]
 

@@ -13,11 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from chaos.model.cluster import DEFAULT_KAFKA_VERSION
-from chaos.model.workload import (  # noqa: F401 - re-exported: the records a worker is configured with
-    HANDLER_RETRIES,
-    HANDLER_RETRY_BACKOFF_S,
+from chaos.model.workload import (
     ConsumerSpec,
-    HandlerErrorPolicy,
     ProducerSpec,
 )
 

@@ -11,8 +11,8 @@ import pytest
 from chaos.cluster.admin import retry
 from chaos.cluster.container import LABEL_SESSION
 from chaos.cluster.container_cluster import DockerCluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
+from chaos.model.cluster import ClusterSpec
 
 BROKERS = ("broker-1", "broker-2", "broker-3")
 

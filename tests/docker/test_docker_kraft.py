@@ -7,8 +7,7 @@ import pytest
 
 from chaos.cluster.admin import retry
 from chaos.cluster.container_cluster import DockerCluster
-from chaos.cluster.topology import ClusterSpec
-from chaos.model.cluster import KRAFT_KAFKA_VERSION
+from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 
 from chaos.cluster.admin import retry
 from chaos.cluster.container_cluster import DockerCluster
-from chaos.cluster.local import READY_TOPIC
-from chaos.cluster.topology import ClusterSpec
+from chaos.cluster.kafka_cluster import READY_TOPIC
 from chaos.errors import UsageError
+from chaos.model.cluster import ClusterSpec
 from chaos.nemesis.faults import Primitives
 from tests.scenarios import isr_shrinks_under_a_pairwise_partition
 

@@ -17,7 +17,7 @@ import pytest
 from chaos.cluster.container import LABEL_SESSION, reap_containers
 from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.container_engine import DockerEngine, EngineUnavailable
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
+from chaos.model.cluster import ClusterSpec
 from chaos.process import Session
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from chaos.experiment import Experiment
 from chaos.history import ErrorEvent, read_history
+from chaos.model.experiment import Experiment
 from chaos.runner import judge_once
 from chaos.workload.clients.client_log import client_log_path
 

@@ -16,9 +16,10 @@ from confluent_kafka import Producer
 
 from chaos.cluster.admin import retry
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Assigned, Commit, Consumed, MemberStart, MemberStop, Revoked
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.model.cluster import ClusterSpec
+from chaos.model.workload import ConsumerSpec
+from chaos.workload.spec import WorkerConfig
 from tests import waiting
 from tests.member_process import MemberProcess
 

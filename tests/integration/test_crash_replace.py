@@ -1,9 +1,9 @@
 """crash_replace (a fault kind added as one module): the member dies for good, a new one joins in its place,
 and the group keeps every promise."""
 
-from chaos.experiment import Experiment
 from chaos.history.event import Kind
 from chaos.history.reader import read_history
+from chaos.model.experiment import Experiment
 from chaos.runner import judge_once
 
 

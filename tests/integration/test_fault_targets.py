@@ -12,7 +12,7 @@ import pytest
 
 from chaos.checkers.result import CheckerName, Validity
 from chaos.cluster.admin import retry
-from chaos.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment, FaultSpec
 from chaos.model.workload import ConsumerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import judge_once

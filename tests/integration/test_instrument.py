@@ -26,9 +26,9 @@ from chaos.checkers.bounds import CheckerBounds, resolve
 from chaos.checkers.result import Validity
 from chaos.cluster.admin import retry
 from chaos.cluster.local import LocalCluster
-from chaos.cluster.topology import ClusterSpec
 from chaos.history import EventWriter, merge_run, read_history
 from chaos.history.event import Assigned, Commit, Consumed, Kind, MemberStart, MemberStop, Revoked
+from chaos.model.cluster import ClusterSpec
 from chaos.outcome import Outcome
 from tests import waiting
 from tests.member_process import MemberProcess

@@ -30,15 +30,15 @@ import pytest
 from confluent_kafka import Producer
 
 from chaos.cluster.runtime import cache_root, kafka_runtime
-from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Commit, Consumed
 from chaos.history.reader import parse_line
 from chaos.history.writer import EventWriter
-from chaos.model.cluster import DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION
+from chaos.model.cluster import DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION, ClusterSpec
+from chaos.model.workload import ConsumerSpec
 from chaos.process import _pdeathsig
 from chaos.workload import interceptor
 from chaos.workload.clients import java
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 PARTITIONS = 3
 RECORDS = 300

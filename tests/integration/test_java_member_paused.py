@@ -5,7 +5,7 @@ JVM's own timestamps: a commit made before the pause is not recorded as made aft
 as a false backward move of the committed offset).
 """
 
-from chaos.experiment import Experiment
+from chaos.model.experiment import Experiment
 from chaos.runner import judge_once
 
 

@@ -19,10 +19,9 @@ import pytest
 
 from chaos.cluster import wire
 from chaos.cluster.admin import retry
-from chaos.cluster.topology import ClusterSpec
 from chaos.history.event import Kind
 from chaos.history.reader import EventTail, read_history
-from chaos.model.cluster import KRAFT_KAFKA_VERSION
+from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.run import WorkloadRun
 

@@ -10,8 +10,7 @@ import uuid
 import pytest
 
 from chaos.cluster.admin import retry
-from chaos.cluster.topology import ClusterSpec
-from chaos.model.cluster import KRAFT_KAFKA_VERSION
+from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 
 SPEC = ClusterSpec.build(brokers=3, lanes=3, kafka_version=KRAFT_KAFKA_VERSION, controllers=3,
                          controller_placement="isolated")

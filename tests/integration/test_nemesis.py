@@ -10,9 +10,10 @@ import psutil
 import pytest
 
 from chaos.cluster.admin import retry
-from chaos.experiment import FaultSpec, load_experiment
+from chaos.experiment import load_experiment
 from chaos.history.event import Kind
 from chaos.history.reader import EventTail, read_history
+from chaos.model.experiment import FaultSpec
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import run_once
@@ -183,7 +184,7 @@ def test_pairwise_partition_shrinks_the_isr_then_heals(tmp_path):
     ISR shrink within 40 s with the rules in place (docs/known-gaps.md); the cause is not found yet."""
     from chaos.cluster.firewall import unavailable_reason
     from chaos.cluster.local import LocalCluster
-    from chaos.cluster.topology import ClusterSpec
+    from chaos.model.cluster import ClusterSpec
 
     if unavailable_reason():
         pytest.skip(unavailable_reason())

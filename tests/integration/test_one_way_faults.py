@@ -23,9 +23,9 @@ import time
 
 import orjson
 
-from chaos.experiment import FaultSpec
 from chaos.harness import ChaosTest
 from chaos.history.event import Commit, CommittedOffsets, FaultEnd, FaultStart, FaultVerified
+from chaos.model.experiment import FaultSpec
 from tests.waiting import wait_for
 
 SLOW = "consumer-1"  # lane1: nobody else's traffic goes through its proxies

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.experiment import Experiment, FaultSpec, load_experiment
+from chaos.experiment import load_experiment
+from chaos.model.experiment import Experiment, FaultSpec
 from chaos.replay import as_fired, load_recorded, read_verdict
 from chaos.runner import judge_once, run_experiments
 from chaos.shrink import Shrinker

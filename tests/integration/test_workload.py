@@ -7,10 +7,10 @@ import pytest
 
 from chaos.checkers.judge import judge_run
 from chaos.cluster.admin import retry
-from chaos.experiment import Experiment, Phases
 from chaos.history.event import Kind
 from chaos.history.reader import read_history
 from chaos.lifecycle import Run
+from chaos.model.experiment import Experiment, Phases
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.consumer import inflight_path
 from chaos.workload.run import WorkloadRun

@@ -90,8 +90,8 @@ def test_maven_unreachable_is_one_line(tmp_path, state_env):
 def test_go_proxy_unreachable_is_one_line(tmp_path, state_env):
     cache = tmp_path / "cache"
     # every Kafka release `chaos setup` fetches "cached", so only the Toxiproxy build runs
-    from chaos.cluster.runtime import DEFAULT_KAFKA_VERSION, cache_root
-    from chaos.model.cluster import KRAFT_KAFKA_VERSION
+    from chaos.cluster.runtime import cache_root
+    from chaos.model.cluster import DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION
     (cache / "kafka").mkdir(parents=True)
     for version in (DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION):
         real = cache_root() / "kafka" / version

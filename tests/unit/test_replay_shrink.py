@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from chaos.cli import main
 from chaos.errors import UsageError
-from chaos.experiment import Experiment, catalogue, load_experiment
+from chaos.experiment import catalogue, load_experiment
+from chaos.model.experiment import Experiment
 from chaos.model.target import Role
 from chaos.replay import LIVE_LEAD_S, Verdict, as_fired, experiment_yaml, load_recorded
 from chaos.runner import RunOutcome

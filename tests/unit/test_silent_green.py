@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from chaos.errors import UsageError
-from chaos.experiment import SEED_MAX, check_seed, parse_experiment
+from chaos.experiment import parse_experiment
+from chaos.model.experiment import SEED_MAX, check_seed
 from chaos.runner import parse_budget, run_nightly
 
 

@@ -57,11 +57,11 @@ from collections.abc import Callable
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
+from chaos.model.workload import Assignor, Client, CommitMode, ConsumerSpec, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Outcome
 from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.consumer import Callbacks, CommitResult, FatalClientError, Record, classify_commit
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 _MAGIC = b"CGMDv2:"
 #: librdkafka debug contexts kept in the client log: the group protocol and the consumer (offset resets)

@@ -122,11 +122,11 @@ import orjson
 from chaos.cluster.runtime import KafkaRuntime, java_binary, kafka_runtime
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.model.workload import Assignor, Client, CommitMode, GroupProtocol, RebalanceProtocol
+from chaos.model.workload import Assignor, Client, CommitMode, ConsumerSpec, GroupProtocol, RebalanceProtocol
 from chaos.outcome import Operation, classify
 from chaos.process import _pdeathsig
 from chaos.workload.clients.client_log import ClientLog
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 MAIN_CLASS = "org.apache.kafka.tools.VerifiableConsumer"
 

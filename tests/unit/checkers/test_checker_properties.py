@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import CheckerName, Validity
 from chaos.checkers.simulation import CAUGHT_BY, Mutation, SimulationSpec, mutate, simulate
-from chaos.history import Assignor, Consumed
+from chaos.history import Consumed
+from chaos.model.workload import Assignor
 
 specs = st.builds(
     SimulationSpec,

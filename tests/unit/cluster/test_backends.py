@@ -18,8 +18,8 @@ from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.kafka_cluster import KafkaCluster, new_cluster_id
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
-from chaos.cluster.topology import ClusterSpec
 from chaos.errors import UsageError
+from chaos.model.cluster import ClusterSpec
 
 KAFKA = KafkaRuntime("3.9.1", Path("/nonexistent/kafka"))
 TOXIPROXY = ToxiproxyRuntime("2.12.0", Path("/nonexistent/toxiproxy-server"))

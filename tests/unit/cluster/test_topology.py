@@ -5,8 +5,9 @@ import socket
 import pytest
 
 from chaos.cluster.settings import broker_properties, zk_config
-from chaos.cluster.topology import CONTROL_LANE, ClusterSpec, plan
+from chaos.cluster.topology import CONTROL_LANE, plan
 from chaos.errors import UsageError
+from chaos.model.cluster import ClusterSpec
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,11 @@ import sys
 import pytest
 
 from chaos.errors import UsageError
-from chaos.experiment import FaultType, parse_experiment
+from chaos.experiment import parse_experiment
+from chaos.model.experiment import FaultType
+from chaos.model.target import Role
 from chaos.nemesis.kinds import kinds
-from chaos.nemesis.target import Role, resolve
+from chaos.nemesis.target import resolve
 
 
 def test_every_fault_type_is_a_registered_kind_with_a_family_and_an_injection():

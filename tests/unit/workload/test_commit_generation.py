@@ -12,9 +12,10 @@ from __future__ import annotations
 import orjson
 
 from chaos.history.writer import EventWriter
+from chaos.model.workload import ConsumerSpec
 from chaos.outcome import Outcome
 from chaos.workload.consumer import CommitResult, Member, _sent_with
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 
 class RisingClient:

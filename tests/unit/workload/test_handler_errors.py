@@ -11,10 +11,11 @@ import pytest
 from chaos.checkers.incidents import IncidentKind, collect, traceback_files
 from chaos.history import read_history
 from chaos.history.merge import merge_run
+from chaos.model.workload import HANDLER_RETRIES, ConsumerSpec, HandlerErrorPolicy
 from chaos.outcome import Outcome
 from chaos.workload import consumer
 from chaos.workload.consumer import CommitResult, Record
-from chaos.workload.spec import HANDLER_RETRIES, ConsumerSpec, HandlerErrorPolicy, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 CALLS: list[int] = []
 

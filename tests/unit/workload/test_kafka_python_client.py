@@ -20,11 +20,12 @@ from kafka.coordinator.base import Generation
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kafka.structs import MemberState
 
+from chaos.model.workload import ConsumerSpec
 from chaos.outcome import Outcome
 from chaos.workload.clients import kafka_python
 from chaos.workload.clients.kafka_python import KafkaPythonClient
 from chaos.workload.consumer import CommitResult
-from chaos.workload.spec import ConsumerSpec, WorkerConfig
+from chaos.workload.spec import WorkerConfig
 
 
 @pytest.fixture
