@@ -117,8 +117,15 @@ def test_kip848_members_record_the_member_epoch_the_coordinator_gives_them(kraft
     assert (lost.generation, lost.member_id) == held[frozen]  # the epoch it held when fenced
     rejoined = [e for e in mine if e.kind is Kind.ASSIGNED and e.seq > lost.seq and e.partitions]
     assert rejoined and all(e.generation > held[frozen][0] for e in rejoined)
-    # an accepted commit always names an epoch; none is accepted from the frozen member's fenced epoch after the loss
-    commits = [e for e in history.events if e.kind is Kind.COMMIT]
-    assert all(c.generation is not None for c in commits if c.outcome.value == "ok")
+    # an accepted commit names its epoch, unless the member's epoch moved while it was in flight: then what was
+    # sent is not known and it names none (chaos.workload.consumer._sent_with). fc18 (a core busy): consumer-0's
+    # commit sent at epoch 3 was answered 12 ms later, after the fencing of consumer-1 bumped it to 4.
+    for c in history.events:
+        if c.kind is Kind.COMMIT and c.outcome.value == "ok" and c.generation is None:
+            own = [e for e in history.events if e.source == c.source and getattr(e, "generation", None) is not None]
+            before = [e.generation for e in own if e.seq < c.seq]
+            after = [e.generation for e in own if e.seq > c.seq]
+            assert before and after and before[-1] != after[0], (c, before[-1:], after[:1])
+    # none is accepted from the frozen member's fenced epoch after the loss
     assert not [c for c in mine if c.kind is Kind.COMMIT and c.seq > lost.seq and c.outcome.value == "ok"
                 and c.generation == held[frozen][0]]
