@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from chaos.errors import UsageError
+from chaos.model.cluster import validate_kafka_version
 
 # the records themselves live in the model layer; this module reads them from files
 from chaos.model.experiment import (
@@ -46,8 +47,6 @@ def parse_experiment(data: Any, source: str = "<experiment>") -> Experiment:
         raise UsageError(f"{source}: an experiment is a mapping with at least `name:` (got {got})")
     cluster = data.get("cluster")
     if isinstance(cluster, dict) and isinstance(cluster.get("kafka_version"), str):
-        from chaos.model.cluster import validate_kafka_version
-
         try:  # ClusterSpec raises it as a UsageError, which pydantic does not locate
             validate_kafka_version(cluster["kafka_version"])
         except UsageError as exc:

@@ -3,6 +3,14 @@
 import subprocess
 import sys
 
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter (so ``sys.modules`` shows what it alone imported); it must succeed."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 RUNTIME = ("confluent_kafka", "kafka", "psutil", "docker", "pyspark", "requests", "testcontainers", "orjson")
 
 
@@ -17,8 +25,7 @@ def test_importing_the_model_loads_no_runtime_library():
             " 'workload': {'consumers': [{'group_protocol': 'consumer', 'remote_assignor': 'uniform'}]},"
             " 'faults': [{'type': 'kill', 'target': 'active_controller', 'trigger': {'at_s': 1}}]})\n"
             f"print(','.join(m for m in {RUNTIME!r} if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout.strip() == "", f"the model imported: {out.stdout.strip()}"
 
 
@@ -28,8 +35,7 @@ def test_the_plan_and_schema_commands_need_no_kafka_client():
             "from chaos.nemesis.schedule import plan\n"
             "json_schema(); plan(load_experiment('baseline'), 1)\n"
             "print(','.join(m for m in ('confluent_kafka', 'kafka', 'psutil', 'docker', 'pyspark') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout.strip() == "", out.stdout
 
 
@@ -46,6 +52,5 @@ def test_the_python_api_imports_from_the_package_and_import_chaos_loads_none_of_
             "    chaos.NoSuchThing\n"
             "except AttributeError as e:\n"
             "    print(light, e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout.strip() == "[] module 'chaos' has no attribute 'NoSuchThing'", out.stdout
