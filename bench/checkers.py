@@ -33,9 +33,12 @@ import orjson
 
 from chaos.checkers.registry import run_checkers
 from chaos.checkers.result import Validity
-from chaos.checkers.simulation import SimulationSpec, simulate
 from chaos.history import read_history, write_history
 from chaos.history.event import _WIRE_DECODER
+
+#: the repository root, for the simulated histories: ``tests.simulation`` is test code, not shipped with chaos
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.simulation import SimulationSpec, simulate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@
 
 Generates a synthetic archive in the nightly layout
 (``<dir>/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/history.jsonl``) from
-``chaos.checkers.simulation`` (valid eager-group histories with kills and pauses),
+``tests.simulation`` (valid eager-group histories with kills and pauses),
 then, for each size (a prefix of the runs), times in separate processes:
 
 - **spark**: ``chaos.report.tables.parse_events`` (the report's own parser: Spark's JSON
@@ -49,8 +49,9 @@ EXPERIMENTS = ("kill-member", "pause-member", "static-restart", "baseline")
 # ----------------------------------------------------------------------------- archive
 
 def _write_run(args: tuple[str, int, int]) -> int:
-    from chaos.checkers.simulation import SimulationSpec, simulate
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.simulation
     from chaos.history import HISTORY_FILE, write_history
+    from tests.simulation import SimulationSpec, simulate
 
     root, k, events = args
     night = NIGHTS[k % len(NIGHTS)]

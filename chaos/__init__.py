@@ -11,7 +11,7 @@ _EXPORTS = {
     "Run": "chaos.lifecycle",
     "load_experiment": "chaos.experiment",
     "Experiment": "chaos.model.experiment",
-    "FaultSpec": "chaos.model.experiment",
+    "FaultSpec": "chaos.model.faults",
     "ClusterSpec": "chaos.model.cluster",
     "LocalCluster": "chaos.cluster.local",
 }

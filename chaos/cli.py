@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from chaos.errors import InfrastructureError, UsageError
+from chaos.model.backend import BackendName
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.model.experiment import Experiment
@@ -469,7 +470,7 @@ def _entry_doc(path: Path, exp) -> dict:
     if isinstance(exp, UsageError):
         return {"name": path.stem, "path": str(path), "origin": origin, "valid": False, "error": _one_line(exp)}
     return {"name": exp.name, "path": str(path), "origin": origin, "valid": True,
-            "faults": sorted({f.type.value for f in exp.faults}), "runs": exp.runs,
+            "faults": sorted({f.type for f in exp.faults}), "runs": exp.runs,
             "expect_violation": [c.value for c in exp.expect_violation], "description": exp.description.strip()}
 
 
@@ -557,15 +558,17 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     fault fires when, on what, for how long. The same seed gives the same schedule in `chaos run`."""
     from chaos.experiment import load_experiment
     from chaos.model.experiment import check_seed
+    from chaos.model.faults.link import LinkFault
     from chaos.nemesis.schedule import plan as make_plan
 
     check_seed(seed)
     exp = load_experiment(experiment, directories)
     planned = make_plan(exp, seed)
     docs: list[dict[str, Any]] = [
-        {"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value, "node": f.spec.node,
+        {"fault_id": f.fault_id, "type": f.spec.type, "target": f.spec.target.value, "node": f.spec.node,
          "at_s": f.at_s, "duration_s": f.spec.duration_s, "trigger": _trigger_doc(f.spec.trigger),
-         "direction": f.spec.direction.value}
+         # which way a link fault acts; none for the kinds that are not link faults
+         "direction": f.spec.direction.value if isinstance(f.spec, LinkFault) else None}
         for f in planned]
     if as_json:
         click.echo(json.dumps(docs, indent=1))
@@ -582,7 +585,7 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
     for d, f in zip(docs, planned, strict=False):
         target = d["target"] + (f" {d['node']}" if d["node"] else "")
         at = f"{d['at_s']:g} s" if d["at_s"] is not None else "on state"
-        kind = d["type"] + (f" {d['direction']}" if d["direction"] != "both" else "")  # one-way link fault
+        kind = d["type"] + (f" {d['direction']}" if d["direction"] not in (None, "both") else "")  # one-way
         table.add_row(d["fault_id"], at, kind, target, f"{d['duration_s']:g} s", _trigger_text(f.spec.trigger))
     _print_table(table)
 
@@ -605,7 +608,7 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @click.option("--group-protocol", default=None, type=click.Choice(["classic", "consumer"]),
               help="override every member's group protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848, "
                    "needs KRaft; the coordinator assigns, so members' client-side assignors are set aside)")
-@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+@click.option("--backend", default=None, type=click.Choice([b.value for b in BackendName]),
               help="override the experiments' cluster backend (docker: containers on kafka-chaos's own engine)")
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
@@ -740,7 +743,7 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--out", default=Path("runs/replay"), show_default=True, type=click.Path(path_type=Path),
               help="where the replay's run directory goes")
-@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+@click.option("--backend", default=None, type=click.Choice([b.value for b in BackendName]),
               help="run on this backend instead of the recorded one")
 @_CLUSTER_OPTION
 def replay(run_dir: Path, out: Path, backend: str | None, attach: str | None) -> None:
@@ -803,7 +806,7 @@ def replay(run_dir: Path, out: Path, backend: str | None, attach: str | None) ->
                    "expect_violation, else the checkers that failed in RUN_DIR)")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
               help="where minimal.yaml, shrink-log.jsonl and the runs go (default runs/shrink/<experiment>-<time>)")
-@click.option("--backend", default=None, type=click.Choice(["local", "docker"]),
+@click.option("--backend", default=None, type=click.Choice([b.value for b in BackendName]),
               help="run on this backend instead of the recorded one")
 @_CLUSTER_OPTION
 def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple[str, ...], out: Path | None,
@@ -812,7 +815,7 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
     then no fault, fewer faults (delta debugging), a shorter chaos phase, shorter faults, fewer members and
     partitions — each candidate run on a real cluster. minimal.yaml (rewritten whenever the search shrinks
     it) is an experiment file to commit as a regression test; shrink-log.jsonl says what was tried."""
-    from chaos.checkers.result import CheckerName
+    from chaos.model.checker_name import CheckerName
     from chaos.replay import load_recorded, refuse_out_in_run
     from chaos.runner import ClusterPool, parse_budget
     from chaos.shrink import Shrinker, shrink_target

@@ -18,18 +18,35 @@ from chaos.errors import UsageError
 from chaos.model.cluster import validate_kafka_version
 
 # the records themselves live in the model layer; this module reads them from files
-from chaos.model.experiment import (
-    Experiment,
-)
+from chaos.model.experiment import Experiment
+from chaos.model.faults import declarations
 
 
 def _error_line(source: str, exc: ValidationError) -> str:
     """One line for a pydantic error: ``SOURCE: FIELD: what is wrong (got VALUE)`` and how many more."""
     errors = exc.errors(include_url=False)
     err = errors[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    # a fault's errors are located inside its kind's model (``faults.0.kill.peer``): the kind is the fault's
+    # ``type``, not a field the file has
+    kinds = declarations()
+    in_kind = len(err["loc"]) > 2 and err["loc"][0] == "faults" and err["loc"][2] in kinds
+    kind = str(err["loc"][2]) if in_kind else None
+    parts = [p for i, p in enumerate(err["loc"]) if not (in_kind and i == 2)]
+    loc = ".".join(str(p) for p in parts)
     msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
+    if kind is not None and err["type"] == "missing":
+        # a field the kind needs: name it from the fault (``latency needs params.latency_ms``)
+        field = ".".join(str(p) for p in parts[2:])
+        if field == "params":
+            params = kinds[kind].model_fields["params"].annotation
+            required = [n for n, f in getattr(params, "model_fields", {}).items() if f.is_required()]
+            field = f"params.{required[0]}" if required else field
+        msg, loc = f"{kind} needs {field}", ".".join(str(p) for p in parts[:2])
+    elif err["type"] == "union_tag_invalid":
+        msg = f"type {err['ctx']['tag']!r} is not a fault kind: use one of {', '.join(kinds)}"
+    elif err["type"] == "union_tag_not_found":
+        msg = f"a fault needs `type`: one of {', '.join(kinds)}"
+    elif err["type"] == "extra_forbidden":
         msg = "unknown field (check the spelling; `chaos schema` prints every allowed field)"
     elif err["type"] == "missing":
         msg = "required field missing"

@@ -29,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from chaos.checkers.bounds import CheckerBounds
-from chaos.checkers.result import CheckerName, Verdict
+from chaos.checkers.result import Verdict
 from chaos.errors import UsageError
 from chaos.history.reader import History, read_history
 from chaos.lifecycle import Run
-from chaos.model.experiment import Experiment, FaultSpec, Phases, Trigger
+from chaos.model.checker_name import CheckerName
+from chaos.model.experiment import Experiment, Phases
+from chaos.model.faults import FaultSpec
+from chaos.model.trigger import Trigger
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.workload.run import WorkloadRun
 
@@ -104,8 +107,15 @@ class ChaosControl:
             raise UsageError("start the group first: consumer_group() before chaos.fault()")
         trigger = Trigger(state=when, timeout_s=timeout_s) if when else Trigger(at_s=0)
         try:
-            spec = FaultSpec(type=type, target=target, node=node, links=links, params=params or {},
-                             partition=partition, trigger=trigger, duration_s=0, direction=direction)
+            fields: dict[str, Any] = {"type": type, "target": target, "node": node, "links": links,
+                                      "partition": partition, "trigger": trigger, "duration_s": 0}
+            # params and direction belong to link kinds: given only when asked for, so other kinds take no field
+            # they do not own (their models refuse one)
+            if params:
+                fields["params"] = params
+            if direction != "both":
+                fields["direction"] = direction
+            spec = FaultSpec.build(**fields)
         except Exception as exc:  # pydantic's ValidationError: one line
             detail = exc.errors()[0]["msg"] if hasattr(exc, "errors") else exc
             raise UsageError(f"fault {type} on {target}: {detail}") from None

@@ -19,7 +19,7 @@ or phase by phase, with faults fired by code during the chaos phase::
     with Run(cluster, exp, Path("runs/example"), seed=7) as run:
         run.warm_up()
         run.begin_chaos()                    # the experiment's own faults follow their plan
-        with run.nemesis.fire(FaultSpec(type="kill", target="coordinator"), when="CompletingRebalance"):
+        with run.nemesis.fire(FaultSpec.build(type="kill", target="coordinator"), when="CompletingRebalance"):
             time.sleep(3)                    # healed (restarted) on exit
         verdict = run.finish()               # end chaos, heal, quiesce, final read, merge, judge
 

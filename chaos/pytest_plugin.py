@@ -43,8 +43,11 @@ _ITEM_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from chaos.model.backend import BackendName  # an enum alone: nothing heavy is imported with the plugin
+
     group = parser.getgroup("chaos", "kafka-chaos")
-    group.addoption("--chaos-backend", default=None, choices=["local", "docker"], help="cluster backend [ini chaos_backend]")
+    group.addoption("--chaos-backend", default=None, choices=[b.value for b in BackendName],
+                    help="cluster backend [ini chaos_backend]")
     group.addoption("--chaos-seed", default=None, type=int, help="seed of the fault schedules [ini chaos_seed]")
     group.addoption("--chaos-runs", default=None, type=int, help="runs per run_experiment call [ini chaos_runs]")
     group.addoption("--chaos-kafka-version", "--kafka-version", dest="chaos_kafka_version", default=None,

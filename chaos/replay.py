@@ -190,7 +190,7 @@ def as_fired(rec: RecordedRun) -> tuple[Experiment, list[str]]:
     for f in rec.faults:
         spec = exp.faults[_spec_index(str(f["fault_id"]), len(exp.faults), rec.run_dir)]
         if not f.get("fired") or f.get("start_s") is None:
-            notes.append(f"{f['fault_id']} ({spec.type.value} {spec.target.value}) did not fire in the recorded "
+            notes.append(f"{f['fault_id']} ({spec.type} {spec.target.value}) did not fire in the recorded "
                          f"run ({f.get('skipped_reason') or 'no reason recorded'}): left out")
             continue
         start = round(float(f["start_s"]), 3)

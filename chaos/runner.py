@@ -36,6 +36,7 @@ from chaos.checkers.result import Validity
 from chaos.cluster import Cluster, new_cluster
 from chaos.errors import InfrastructureError, UsageError
 from chaos.lifecycle import Run
+from chaos.model.backend import BackendName
 from chaos.model.cluster import ClusterSpec
 from chaos.model.experiment import Experiment, check_seed
 
@@ -81,7 +82,7 @@ def refuse_unfit(experiments: Iterable[Experiment], cluster_dir: Path, backend: 
 
     have = attached_spec(cluster_dir)
     for exp in experiments:
-        if (backend or exp.backend) != "local":
+        if (backend or exp.backend) != BackendName.LOCAL:
             raise UsageError(f"--cluster attaches a local cluster; {exp.name} runs on the {backend or exp.backend} "
                              "backend: drop --cluster or --backend docker")
         diff = exp.cluster.differences(have)
@@ -126,7 +127,7 @@ class ClusterPool:
             evictable = [k for k in self._clusters if k not in self._pinned]
             while len(self._clusters) >= self.size and evictable:
                 self._clusters.pop(evictable.pop(0)).stop()
-            if backend == "docker" and self._engine is None and not os.environ.get("KAFKA_CHAOS_DOCKER_HOST"):
+            if backend == BackendName.DOCKER and self._engine is None and not os.environ.get("KAFKA_CHAOS_DOCKER_HOST"):
                 from chaos.cluster.container_engine import DockerEngine
                 self._engine = DockerEngine().start()  # reuses a running one (docker-engine.sh start/run)
             cluster = new_cluster(backend, spec)
@@ -142,7 +143,7 @@ class ClusterPool:
         assert self.attach is not None
         have = attached_spec(self.attach)
         diff = spec.differences(have)
-        if backend != "local" or diff:  # the CLI said so before any run (refuse_unfit); the plugin says it here
+        if backend != BackendName.LOCAL or diff:  # the CLI said so before any run (refuse_unfit); the plugin says it here
             raise UsageError(f"cluster {self.attach.name} does not fit this run: it needs "
                              f"{', '.join(diff) if diff else f'the {backend} backend'}")
         cluster = self._clusters.pop(ATTACHED, None)

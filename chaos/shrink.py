@@ -55,7 +55,8 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from chaos.errors import InfrastructureError, UsageError
-from chaos.model.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec
 from chaos.replay import LIVE_LEAD_S, RecordedRun, as_fired, experiment_yaml
 from chaos.runner import ClusterPool, RunOutcome, estimate_s, pooled_run
 
@@ -432,4 +433,4 @@ def _fault_name(f: FaultSpec) -> str:
     """``kill consumer-1 at 3 s`` — how a fault is named in the log."""
     who = f.node or f.target.value
     when = (f"at {f.trigger.at_s:g} s" if f.trigger.at_s is not None else f.trigger.describe())
-    return f"{f.type.value} {who} {when}"
+    return f"{f.type} {who} {when}"

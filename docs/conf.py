@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "kafka-chaos"
-extensions = ["myst_parser", "chaos_reference"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "chaos_reference"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]

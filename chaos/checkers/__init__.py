@@ -1,7 +1,7 @@
 """Checkers: pure functions of a history that judge the invariants (docs/architecture.md, "Invariants").
 
-Names are imported lazily: ``chaos.checkers.result`` (the verdict records, which the experiment model
-refers to) can be imported without loading the history reader or any checker.
+Names are imported lazily: ``chaos.checkers.result`` (the verdict records) can be imported without loading
+the history reader or any checker. The checkers' names are the model's (``chaos.model.checker_name``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 _WHERE = {
     "CheckerBounds": "bounds", "ResolvedBounds": "bounds",
-    "CheckerName": "result", "Finding": "result", "Result": "result", "Validity": "result", "Verdict": "result",
+    "Finding": "result", "Result": "result", "Validity": "result", "Verdict": "result",
     "merge_validity": "result", "run_checkers": "registry", "judge_run": "judge",
 }
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kafka_version, not_reconciled
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import (
     Assigned,
     FaultStart,
@@ -79,6 +79,8 @@ from chaos.history import (
     SendOk,
 )
 from chaos.history.event import GroupType
+from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
 
 NAME = CheckerName.ASSIGNOR
 
@@ -205,7 +207,7 @@ class _Kip848:
         version = kafka_version(history.header)
         self.contiguous_range = version is None or version >= SERVER_RANGE_CONTIGUOUS_SINCE
         self.version = "unknown" if version is None else f"{version[0]}.{version[1]}"
-        self.subscriptions_changed = any(f.fault_type == "change_subscription" for f in idx.of(FaultStart))
+        self.subscriptions_changed = any(FaultTrait.CHANGES_SUBSCRIPTION in f.effects for f in idx.of(FaultStart))
 
     def judge(self, s: GroupStateSample, log: FindingLog) -> None:
         epoch = s.group_epoch if s.group_epoch is not None else s.generation
@@ -257,8 +259,9 @@ def eager_required(s: GroupStateSample, subscribed: frozenset[tuple[str, int]]) 
 
 
 def _added_partitions(idx: HistoryIndex) -> frozenset[tuple[str, int]]:
-    """Partitions first seen (produced to, assigned or sampled) after the first ``add_partitions`` fault began."""
-    starts = [f.mono_ns for f in idx.of(FaultStart) if f.fault_type == "add_partitions"]
+    """Partitions first seen (produced to, assigned or sampled) after the first fault that changed the partition
+    count began."""
+    starts = [f.mono_ns for f in idx.of(FaultStart) if FaultTrait.CHANGES_PARTITION_COUNT in f.effects]
     if not starts:
         return frozenset()
     t = min(starts)

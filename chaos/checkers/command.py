@@ -32,10 +32,11 @@ import orjson
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.judge import CHECKS_FILE, finding_time, load_run, verdict_dict, write_checks
 from chaos.checkers.registry import parse_names, run_checkers
-from chaos.checkers.result import CheckerName, Validity, Verdict
+from chaos.checkers.result import Validity, Verdict
 from chaos.errors import UsageError
 from chaos.history import History, to_json
 from chaos.history.merge import HISTORY_FILE
+from chaos.model.checker_name import CheckerName
 
 EXIT_OK, EXIT_FALSE, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 _MARK = {Validity.TRUE: "ok ", Validity.FALSE: "FAIL", Validity.UNKNOWN: "??? "}

@@ -20,8 +20,9 @@ somewhere in [mono_ns, mono_ns + ts_uncertain_ns]; it counts at the start of
 that interval as the later observation and at its end (or its answer) as the
 earlier one, so a stopped-then-resumed worker's old commit never reads as a
 move back. Offsets < 0 in samples mean "no committed
-offset" and are ignored. A ``fault_start`` whose type mentions ``reset``
-(an explicit offset reset in the schedule) restarts the comparison.
+offset" and are ignored. A fault that moves the committed offsets back on purpose
+(trait ``rewinds_committed_offsets``, :class:`chaos.model.fault_traits.FaultTrait`) restarts the
+comparison; nothing else does (a ``reset_peer`` link fault resets TCP connections, not offsets).
 
 Deposed coordinators. A sample answered by a broker after *another* broker
 logged loading the group (``broker_log`` ``loading``: the new leader of the
@@ -89,9 +90,11 @@ from typing import Any, cast
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import BrokerLog, BrokerLogEvent, Commit, CommittedOffsets, FaultStart, History, MemberStart
 from chaos.history.event import MemberClient
+from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
 from chaos.outcome import Outcome
 
 NAME = CheckerName.COMMITTED_OFFSETS
@@ -236,7 +239,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         seqs.sort()
     for e in cast("list[Commit | CommittedOffsets | FaultStart]", idx.stream((Commit, CommittedOffsets, FaultStart))):
         if type(e) is FaultStart:
-            if "reset" in e.fault_type.lower():
+            if FaultTrait.REWINDS_COMMITTED_OFFSETS in e.effects:
                 state.clear()
             continue
         if type(e) is Commit:

@@ -85,7 +85,7 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import not_reconciled
 from chaos.checkers.evidence import declared
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
+from chaos.checkers.result import FindingLog, Result, Validity
 from chaos.history import (
     Assigned,
     CommittedOffsets,
@@ -105,6 +105,7 @@ from chaos.history import (
     SendOk,
 )
 from chaos.history.event import GroupType
+from chaos.model.checker_name import CheckerName
 
 NAME = CheckerName.CONVERGENCE
 

@@ -38,9 +38,10 @@ from typing import Any, cast
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.evidence import application_members, reporting_members
 from chaos.checkers.index import fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import Commit, CommittedOffsets, Consumed, ErrorEvent, FinalRead, GroupStateSample, History, SendOk
 from chaos.history.event import REPORTS_INCOMPLETE
+from chaos.model.checker_name import CheckerName
 from chaos.outcome import Outcome
 
 _TP = tuple[str, int]

@@ -20,9 +20,10 @@ from dataclasses import replace
 from enum import StrEnum
 
 from chaos.checkers.index import index_of
-from chaos.checkers.result import CheckerName, Result, Validity
+from chaos.checkers.result import Result, Validity
 from chaos.history import Assigned, Commit, Consumed, History, Lost, MemberStart, Revoked
 from chaos.history.event import MemberClient
+from chaos.model.checker_name import CheckerName
 
 
 class MemberEvidence(StrEnum):

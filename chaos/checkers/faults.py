@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import FaultEnd, FaultStart, FaultVerified, History, VerificationStage
+from chaos.model.checker_name import CheckerName
 
 #: reasons quoted in the summary (the rest are findings)
 _SUMMARY_REASONS = 3

@@ -117,8 +117,9 @@ from chaos.checkers.coordinator import (
     timelines,
 )
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import Commit, Header, History
+from chaos.model.checker_name import CheckerName
 from chaos.outcome import Outcome
 
 NAME = CheckerName.FENCING

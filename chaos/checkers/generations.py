@@ -73,7 +73,7 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS, kip848_groups
 from chaos.checkers.evidence import application_members
 from chaos.checkers.index import HistoryIndex, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import (
     Assigned,
     BrokerLog,
@@ -89,6 +89,7 @@ from chaos.history import (
     Revoked,
 )
 from chaos.history.event import GroupType
+from chaos.model.checker_name import CheckerName
 from chaos.outcome import Outcome
 
 NAME = CheckerName.GENERATIONS

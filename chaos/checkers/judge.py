@@ -19,9 +19,10 @@ import orjson
 from chaos.checkers import incidents
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Result, Verdict
+from chaos.checkers.result import Result, Verdict
 from chaos.errors import UsageError
 from chaos.history import HISTORY_FILE, History, merge_run, read_history
+from chaos.model.checker_name import CheckerName
 
 CHECKS_FILE = "checks.json"
 

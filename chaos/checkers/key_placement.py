@@ -49,9 +49,11 @@ from typing import Any
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
+from chaos.checkers.result import FindingLog, Result, Validity
 from chaos.history import History
 from chaos.history.event import FaultEnd, FaultStart, FaultVerified, SendOk
+from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
 
 _MASK32 = 0xFFFFFFFF
 #: murmur2's constants as Kafka's Utils.murmur2 uses them (seed, multiplier, shift)
@@ -126,7 +128,7 @@ def _growths(history: History) -> list[_Growth]:
     faults = history.header.experiment.get("faults")
     out = []
     for f in idx.of(FaultStart):
-        if f.fault_type != "add_partitions":
+        if FaultTrait.CHANGES_PARTITION_COUNT not in f.effects:
             continue
         total = said.get(f.fault_id)
         m = _FAULT_INDEX.fullmatch(f.fault_id)

@@ -75,8 +75,9 @@ from chaos.checkers.coordinator import (
     member_timelines,
 )
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import Assigned, GroupMember, GroupStateSample, History, Lost, MemberStart, MemberStop, Revoked
+from chaos.model.checker_name import CheckerName
 
 NAME = CheckerName.OWNERSHIP_GENERATION
 #: how many samples one "listed twice" finding cites (the rest are counted)

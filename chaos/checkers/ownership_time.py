@@ -29,10 +29,10 @@ itself: a slow link does not evict a member, and even a frozen one holds its
 place until the coordinator removes it; only the coordinator's removal
 (session expiry, a failed heartbeat, a LeaveGroup, fencing) makes A a zombie
 rather than a second owner. A fault in effect on A is named beside the
-evidence as its likely cause only when its kind can make the coordinator
-remove a member (a pause, a kill, a cut or reset link, ...); a latency,
-bandwidth or slicer toxic is named as what it is — a slow link that cannot
-evict by itself (:data:`SLOW_LINK_FAULTS`).
+evidence as its likely cause unless the history records that it only slows
+A's links (trait ``slows_only``, :class:`chaos.model.fault_traits.FaultTrait`:
+a latency, bandwidth or slicer toxic); such a fault is named as what it is —
+a slow link that cannot evict by itself.
 
 Times are intervals where the history says so: an event whose source could
 not stamp it where it happened (``ts_uncertain_ns``, e.g. a Java member's
@@ -63,7 +63,7 @@ from typing import Any, cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import (
     Assigned,
     BrokerLog,
@@ -81,13 +81,12 @@ from chaos.history import (
     MemberStop,
     Revoked,
 )
+from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
 from chaos.outcome import Outcome, normalise_error_name
 
 NAME = CheckerName.OWNERSHIP_TIME
 
-#: fault kinds that only slow a link (Toxiproxy ``latency``, ``bandwidth``, ``slicer``): they never make the
-#: coordinator remove a member by themselves (a heartbeat still arrives, late)
-SLOW_LINK_FAULTS = frozenset({"latency", "bandwidth", "slicer"})  # chaos.nemesis.kinds.link
 
 
 _TP = tuple[str, int]
@@ -126,7 +125,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     zombie_windows: dict[tuple[str, str, _TP], list[_Window]] = {}  # (group, zombie, tp) -> open windows
     failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
     samples = idx.of(GroupStateSample)  # looked up per window only (windows are rare)
-    faults: dict[str, list[list[Any]]] = {}  # node -> [[start_ns, start_seq, end_ns|None, fault_type]] (context only)
+    # node -> [[start_ns, start_seq, end_ns|None, fault_type, slows only]] (context only)
+    faults: dict[str, list[list[Any]]] = {}
     fault_by_id: dict[str, list[Any]] = {}
     displaced: dict[str, list[tuple[int, int]]] = {}
     instance_of: dict[str, tuple[str, str]] = {}
@@ -229,7 +229,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             if e.event is BrokerLogEvent.MEMBER_FAILED and e.member_id:
                 failed_at.setdefault(e.member_id, []).append((e.mono_ns, e.seq))
         elif type(e) is FaultStart:
-            rec: list[Any] = [e.mono_ns, e.seq, None, e.fault_type]
+            # a fault that only slows the zombie's links never evicts it by itself: a heartbeat still arrives
+            rec: list[Any] = [e.mono_ns, e.seq, None, e.fault_type, FaultTrait.SLOWS_ONLY in e.effects]
             fault_by_id[e.fault_id] = rec
             if e.node:
                 faults.setdefault(e.node, []).append(rec)
@@ -313,9 +314,9 @@ def _cause(w: _Window, until_ns: int, failed_at: dict[str, list[tuple[int, int]]
     if cause is None:
         return None, None
     context = None
-    for start_ns, _, end_ns, fault_type in faults.get(w.zombie, ()):
+    for start_ns, _, end_ns, fault_type, slows_only in faults.get(w.zombie, ()):
         if start_ns <= w.start_ns and (end_ns is None or end_ns >= w.zombie_since_ns):
-            if fault_type.lower() not in SLOW_LINK_FAULTS:
+            if not slows_only:
                 return f"{cause}, during a {fault_type} fault on {w.zombie}", seq
             context = context or (f"{cause} (a {fault_type} fault on {w.zombie} was in effect: a slow link does "
                                   "not evict by itself)")

@@ -36,8 +36,10 @@ resolution: a phase that ends by a sample ends up to one observer tick late.
 **Explanations.** A phase over its bound is *explained* when a fault was in effect during it that
 makes the wait legitimate: a fault on a member the coordinator waited for (paused, killed, partitioned,
 black-holed …; any member fault when the samples cannot tell whom it waited for), or a fault on the
-group's coordinator (killed, restarted, paused, cut off, rolling restart, a fault on ZooKeeper or a
-controller that may move it). The bound is then extended from the end of the fault: ``fault end +
+group's coordinator (killed, restarted, paused, cut off, a restart of every broker, a fault on ZooKeeper or a
+controller that may move it). A fault whose recorded traits say it only changes what the group consumes
+(``changes_subscription``, ``changes_partition_count``, :class:`chaos.model.fault_traits.FaultTrait`) starts
+a rebalance by design and never explains a slow one. The bound is then extended from the end of the fault: ``fault end +
 bound`` (plus a session timeout for a coordinator fault: members find the new coordinator when their
 requests time out, and it reloads the group). Within the extended bound the phase is *reported* with
 its length and cause (a finding that is not a violation); beyond it, or with no explanation, it is a
@@ -54,7 +56,8 @@ still pending), *dead* (its process stopped) or *unknown* (no process ever repor
 **Figures** (``metrics`` in ``checks.json``): rebalances (from leaving Stable to Stable again, across
 failovers), the longest one, phases over their bound, and per partition the time without a consuming
 owner (no member holds it by its own ``assigned``/``revoked``/``lost`` events, or every holder is
-paused, killed or cut off by a fault in effect) between its first assignment and the teardown.
+under a fault in effect that takes it out: trait ``takes_target_out``, e.g. paused, killed or cut off)
+between its first assignment and the teardown.
 
 No group_state sample of a group that has members: ``unknown``, never ``true``. The teardown (the
 runner stopping members) is not judged.
@@ -72,7 +75,7 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kip848_groups, not_reconciled
 from chaos.checkers.evidence import declared
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result, Validity
+from chaos.checkers.result import FindingLog, Result, Validity
 from chaos.history import (
     Assigned,
     BrokerLog,
@@ -93,6 +96,9 @@ from chaos.history import (
     RunPhase,
 )
 from chaos.history.event import GroupType
+from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
+from chaos.model.target import Role
 
 NAME = CheckerName.REBALANCE_LIVENESS
 
@@ -105,10 +111,8 @@ SAMPLE_LAG_NS = 250_000_000
 #: per-partition figures kept in the metrics (the worst first)
 MAX_PARTITION_FIGURES = 64
 
-#: fault types that change a member's membership or stop it from consuming
-_NOT_EXPLAINING = frozenset({"add_partitions", "change_subscription"})
-#: fault types after which the member cannot consume while the fault is in effect
-_STOPS_CONSUMING = frozenset({"pause", "kill", "terminate", "black_hole", "link_down", "partition", "disconnect"})
+#: a fault that only changes what the group consumes starts a rebalance by design: it never explains a slow one
+_NOT_EXPLAINING = frozenset({FaultTrait.CHANGES_SUBSCRIPTION, FaultTrait.CHANGES_PARTITION_COUNT})
 
 
 class PhaseKind(StrEnum):
@@ -163,6 +167,8 @@ class _Fault:
     start_ns: int
     end_ns: int
     seq: int
+    #: the fault's traits as the history records them (:attr:`chaos.history.event.FaultStart.effects`)
+    effects: frozenset[FaultTrait] = frozenset()
 
     def what(self) -> str:
         return f"fault {self.fault_id} ({self.fault_type} on {','.join(self.nodes) or self.target_role})"
@@ -551,17 +557,19 @@ def _faults(idx: HistoryIndex, cutoff: int) -> list[_Fault]:
         ends.setdefault(fe.fault_id, fe.mono_ns)
     out = []
     for f in idx.of(FaultStart):
-        if f.fault_type in _NOT_EXPLAINING:
+        effects = f.effects
+        if effects & _NOT_EXPLAINING:
             continue
         nodes = tuple(n for n in (f.node or "").split(",") if n)
         out.append(_Fault(f.fault_id, f.fault_type, f.target_role, nodes, f.mono_ns,
-                          ends.get(f.fault_id, max(cutoff, f.mono_ns)), f.seq))
+                          ends.get(f.fault_id, max(cutoff, f.mono_ns)), f.seq, effects))
     return out
 
 
 def _on_coordinator(f: _Fault, ph: _Phase, member_sources: set[str]) -> bool:
     """Whether the fault hits the group's coordinator (or what decides where it is)."""
-    if f.target_role == "coordinator" or f.fault_type == "rolling_restart":
+    # every broker in turn (a rolling restart) includes whichever one coordinates, known or not
+    if f.target_role in (Role.COORDINATOR, Role.ALL_BROKERS):
         return True
     for n in f.nodes:
         if n in member_sources:
@@ -639,7 +647,7 @@ def unavailability(idx: HistoryIndex, cutoff: int, faults: list[_Fault] | None =
     faults = _faults(idx, cutoff) if faults is None else faults
     stopped: dict[str, list[tuple[int, int]]] = {}
     for f in faults:
-        if f.fault_type in _STOPS_CONSUMING:
+        if FaultTrait.TAKES_TARGET_OUT in f.effects:  # a member under it cannot consume
             for n in f.nodes:
                 stopped.setdefault(n, []).append((f.start_ns, f.end_ns))
     holds: dict[tuple[str, str], set[tuple[str, int]]] = {}  # (group, source) -> partitions

@@ -96,8 +96,9 @@ from typing import cast
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import Assigned, Consumed, FinalRead, History, Lost, MemberStart, MemberStop, Revoked, SendOk
+from chaos.model.checker_name import CheckerName
 
 NAME = CheckerName.RECORD_ANOMALIES
 

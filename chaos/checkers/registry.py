@@ -31,9 +31,10 @@ from chaos.checkers import (
 )
 from chaos.checkers.bounds import CheckerBounds, ResolvedBounds, resolve
 from chaos.checkers.index import index_of
-from chaos.checkers.result import CheckerName, Result, Validity, Verdict, merge_validity
+from chaos.checkers.result import Result, Validity, Verdict, merge_validity
 from chaos.errors import UsageError
 from chaos.history import History, MemberStart
+from chaos.model.checker_name import CheckerName
 
 
 class Checker(Protocol):

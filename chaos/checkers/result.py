@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from chaos.model.checker_name import CheckerName
+
 
 class Validity(StrEnum):
     TRUE = "true"
@@ -28,30 +30,6 @@ def merge_validity(values: Iterable[Validity]) -> Validity:
         if _RANK[v] > _RANK[worst]:
             worst = v
     return worst
-
-
-class CheckerName(StrEnum):
-    """The nine invariants, in order, the fault-execution precondition (every planned fault fired), then rebalance
-    liveness during chaos (issue 17)."""
-
-    OWNERSHIP_GENERATION = "ownership-generation"
-    OWNERSHIP_TIME = "ownership-time"
-    FENCING = "fencing"
-    DELIVERY = "delivery"
-    COMMITTED_OFFSETS = "committed-offsets"
-    GENERATIONS = "generations"
-    CONVERGENCE = "convergence"
-    STATIC_MEMBERSHIP = "static-membership"
-    ASSIGNOR = "assignor"
-    #: not an invariant: every planned fault fired, took effect and healed (else the run is unknown)
-    FAULTS = "faults"
-    #: liveness during chaos: every rebalance phase ends within its protocol bound (issue 17)
-    REBALANCE_LIVENESS = "rebalance-liveness"
-    #: record-level anomalies: lost records, poll skips / steps back within one ownership, inconsistent offsets;
-    #: duplicates per rebalance as figures (issue 16)
-    RECORD_ANOMALIES = "record-anomalies"
-    #: a keyed workload's keys on the partitions murmur2 gives them, and per-key order within a partition (issue 16)
-    KEY_PLACEMENT = "key-placement"
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kip848_groups
 from chaos.checkers.evidence import declared
 from chaos.checkers.index import index_of
-from chaos.checkers.result import CheckerName, FindingLog, Result
+from chaos.checkers.result import FindingLog, Result
 from chaos.history import (
     Assigned,
     BrokerLog,
@@ -71,6 +71,7 @@ from chaos.history import (
     MemberStop,
 )
 from chaos.history.event import GroupType
+from chaos.model.checker_name import CheckerName
 from chaos.outcome import Outcome, is_fenced_instance
 
 NAME = CheckerName.STATIC_MEMBERSHIP

@@ -22,31 +22,16 @@ This module imports nothing heavy (no Kafka client, no docker SDK, no psutil):
 from __future__ import annotations
 
 import signal
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+from chaos.model.backend import BackendName, Capability
 
 if TYPE_CHECKING:
     from chaos.cluster.admin import ClusterAdmin
     from chaos.cluster.topology import Topology
     from chaos.cluster.toxiproxy import Toxic
     from chaos.model.cluster import ClusterSpec
-
-
-class BackendName(StrEnum):
-    LOCAL = "local"      # chaos.cluster.local.LocalCluster: local processes
-    DOCKER = "docker"    # chaos.cluster.container_cluster.DockerCluster: containers on kafka-chaos's own engine
-
-
-class Capability(StrEnum):
-    KILL = "kill"                  # SIGKILL a node
-    TERMINATE = "terminate"        # clean stop (SIGTERM: controlled shutdown)
-    PAUSE = "pause"                # freeze/thaw a node (SIGSTOP/SIGCONT or cgroup freezer): Pausable
-    RESTART = "restart"            # start a stopped node again with its data
-    LINK_FAULTS = "link_faults"    # Toxiproxy toxics and link down/up
-    NODE_LOGS = "node_logs"        # read each node's log file
-    PAIR_PARTITION = "pair_partition"  # cut broker<->broker traffic pair-wise (network level): PairPartitionable
-    NETWORK_DISCONNECT = "network_disconnect"  # take a node off its container network: NetworkDisconnectable
 
 
 class NodeProcess(Protocol):
@@ -163,5 +148,5 @@ def new_cluster(backend: BackendName | str, spec: ClusterSpec | None = None, **k
     return LocalCluster(spec, **kwargs)
 
 
-__all__ = ["BackendName", "Capability", "Cluster", "NetworkDisconnectable", "NodeProcess", "PairPartitionable",
+__all__ = ["Cluster", "NetworkDisconnectable", "NodeProcess", "PairPartitionable",
            "Pausable", "new_cluster"]

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from chaos.cluster.topology import Topology
 from chaos.errors import UsageError
+from chaos.model.backend import BackendName
 from chaos.model.cluster import ClusterSpec
 from chaos.process import Session, session_running, state_root
 
@@ -55,7 +56,7 @@ def attachable(name: str) -> Path:
     d = root / name
     if name in mine:
         backend = read_state(d).get("backend", "local")
-        if backend != "local":  # its containers are driven by the engine that made them
+        if backend != BackendName.LOCAL:  # its containers are driven by the engine that made them
             raise UsageError(f"--cluster {name}: that cluster runs on the {backend} backend; --cluster attaches local "
                              "clusters (`chaos cluster up`)")
         holder = Session.attached_by(d)

@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Protocol, Self
 from confluent_kafka import Producer
 from pydantic import TypeAdapter
 
-from chaos.cluster import Capability, NetworkDisconnectable, NodeProcess, PairPartitionable, Pausable
+from chaos.cluster import NetworkDisconnectable, NodeProcess, PairPartitionable, Pausable
 from chaos.cluster.admin import SETTLE_S, ClusterAdmin, retry
 from chaos.cluster.attach import ATTACH_STATE, read_state, topology_of
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime, cache_root, java_binary, kafka_runtime, toxiproxy_runtime
@@ -65,6 +65,7 @@ from chaos.cluster.settings import (
 from chaos.cluster.topology import CONTROL_LANE, LOOPBACK, Topology, plan
 from chaos.cluster.toxiproxy import ProxySpec, Toxic, ToxiproxyClient
 from chaos.errors import InfrastructureError, UsageError
+from chaos.model.backend import Capability
 from chaos.model.cluster import ClusterSpec
 from chaos.process import Session, SessionInUse, is_stopped, terminate_on_sigterm
 
@@ -157,6 +158,17 @@ def new_cluster_id(draw: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
             return cluster_id
 
 
+#: Capability -> the protocol a backend implements for it and the part (an attribute of the cluster) that does the
+#: work on this host, None when the backend's own methods do. The one table: a capability not in it is one every
+#: cluster has (process, link and log faults: every node runs behind Toxiproxy). A new capability is a member of
+#: :class:`chaos.model.cluster.Capability`, a protocol in :mod:`chaos.cluster`, and a row here.
+PROVIDED_BY: dict[Capability, tuple[type, str | None]] = {
+    Capability.PAUSE: (Pausable, None),
+    Capability.PAIR_PARTITION: (PairPartitionable, "cutter"),
+    Capability.NETWORK_DISCONNECT: (NetworkDisconnectable, "network"),
+}
+
+
 class KafkaCluster:
     """A real cluster run by ``nodes``; use as a context manager. Backends are subclasses that only compose parts.
 
@@ -192,18 +204,13 @@ class KafkaCluster:
 
     # ------------------------------------------------------------ capabilities
     def unavailable_reason(self, capability: Capability) -> str | None:
-        """Why this cluster cannot do ``capability`` here, or None when it can."""
+        """Why this cluster cannot do ``capability`` here, or None when it can (:data:`PROVIDED_BY`)."""
         capability = Capability(capability)
-        part: NetworkCutter | NodeNetwork | None
-        if capability is Capability.PAUSE:
-            has, part = isinstance(self, Pausable), None
-        elif capability is Capability.PAIR_PARTITION:
-            has, part = isinstance(self, PairPartitionable) and self.cutter is not None, self.cutter
-        elif capability is Capability.NETWORK_DISCONNECT:
-            has, part = isinstance(self, NetworkDisconnectable) and self.network is not None, self.network
-        else:
+        if capability not in PROVIDED_BY:
             return None  # process, link and log faults: every cluster runs nodes behind Toxiproxy
-        if not has:
+        protocol, attribute = PROVIDED_BY[capability]
+        part: NetworkCutter | NodeNetwork | None = getattr(self, attribute) if attribute else None
+        if not isinstance(self, protocol) or (attribute and part is None):
             return self.missing.get(capability, f"the {self.backend_name} backend has no {capability.value}")
         return part.unavailable_reason(self) if part is not None else None
 

@@ -22,7 +22,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from chaos.cluster import Capability, NodeProcess, firewall
+from chaos.cluster import NodeProcess, firewall
 from chaos.cluster.kafka_cluster import (
     READY_TOPIC,
     KafkaCluster,
@@ -34,6 +34,7 @@ from chaos.cluster.kafka_cluster import (
     zk_mode,
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
+from chaos.model.backend import Capability
 from chaos.model.cluster import ClusterSpec
 from chaos.process import log_excerpt
 

@@ -35,6 +35,7 @@ from typing import Annotated, Any, ClassVar, Union, final, get_args, get_origin,
 import msgspec
 import orjson
 
+from chaos.model.fault_traits import FaultTrait
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol, WrongMode
 from chaos.outcome import Outcome
 
@@ -460,16 +461,40 @@ class CommittedOffsets(Event):
     kind: ClassVar[Kind] = Kind.COMMITTED_OFFSETS
 
 
+#: The traits of the kinds a history recorded before ``fault_start`` carried them (``traits`` absent) — as
+#: each kind declared them when they began to be recorded. Frozen: a run recorded then keeps the meaning it
+#: had, whatever a kind declares later. A kind not named here reads as having none.
+LEGACY_TRAITS: Mapping[str, frozenset[FaultTrait]] = {
+    **dict.fromkeys(("kill", "terminate", "pause", "bounce", "black_hole", "link_down", "partition", "disconnect"),
+                    frozenset({FaultTrait.TAKES_TARGET_OUT})),
+    **dict.fromkeys(("latency", "bandwidth", "slicer"), frozenset({FaultTrait.SLOWS_ONLY})),
+    "change_subscription": frozenset({FaultTrait.CHANGES_SUBSCRIPTION}),
+    "add_partitions": frozenset({FaultTrait.CHANGES_PARTITION_COUNT}),
+}
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class FaultStart(Event):
+    """A fault took hold. ``traits``: what it does (:class:`chaos.model.fault_traits.FaultTrait`, declared by
+    its kind), which is what a checker reads — never ``fault_type``. None in a history recorded before traits
+    were: :attr:`effects` then reads :data:`LEGACY_TRAITS`."""
+
     fault_id: str
     fault_type: str
     target_role: str
     node: str | None
     params: Mapping[str, Any]
     trigger: str
+    traits: tuple[FaultTrait, ...] | None = None
     kind: ClassVar[Kind] = Kind.FAULT_START
+
+    @property
+    def effects(self) -> frozenset[FaultTrait]:
+        """What the fault does: its recorded traits, or for an older history those of :data:`LEGACY_TRAITS`."""
+        if self.traits is not None:
+            return frozenset(self.traits)
+        return LEGACY_TRAITS.get(self.fault_type, frozenset())
 
 
 @final

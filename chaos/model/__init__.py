@@ -1,6 +1,9 @@
 """The ground floor: pure, frozen, validated records and enums — what an experiment *is*.
 
-:mod:`chaos.model.experiment` (experiment, faults, triggers, phases, checkers),
+:mod:`chaos.model.experiment` (experiment, phases, checker selection), :mod:`chaos.model.faults`
+(the fault kinds, one model each), :mod:`chaos.model.trigger` (when a fault fires),
+:mod:`chaos.model.fault_traits` (what a fault does, for the checkers), :mod:`chaos.model.backend`
+(backends and their capabilities), :mod:`chaos.model.checker_name` (the checkers' names),
 :mod:`chaos.model.workload` (members, producers, client enums),
 :mod:`chaos.model.target` (target roles, link scopes) and :mod:`chaos.model.cluster`
 (the cluster's shape, the Kafka versions it may run). Nothing here talks to a cluster:
@@ -16,13 +19,14 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "Experiment": "experiment", "FaultSpec": "experiment", "FaultType": "experiment", "Trigger": "experiment",
-    "RandomTrigger": "experiment", "Phases": "experiment", "CheckerConfig": "experiment",
+    "Experiment": "experiment", "FaultSpec": "faults", "Trigger": "trigger", "FaultTrait": "fault_traits",
+    "RandomTrigger": "trigger", "Phases": "experiment", "CheckerConfig": "experiment",
     "check_seed": "experiment", "SEED_MAX": "experiment",
     "WorkloadSpec": "workload", "ConsumerSpec": "workload", "ProducerSpec": "workload", "Client": "workload",
     "Assignor": "workload", "RebalanceProtocol": "workload", "CommitMode": "workload", "WrongMode": "workload",
     "HandlerErrorPolicy": "workload", "Role": "target", "LinkScope": "target", "ClusterSpec": "cluster",
-    "DEFAULT_KAFKA_VERSION": "cluster", "KRAFT_KAFKA_VERSION": "cluster", "ClusterMode": "cluster",
+    "DEFAULT_KAFKA_VERSION": "cluster", "BackendName": "backend", "Capability": "backend",
+    "CheckerName": "checker_name", "KRAFT_KAFKA_VERSION": "cluster", "ClusterMode": "cluster",
     "ControllerPlacement": "cluster", "GroupProtocol": "workload", "RemoteAssignor": "workload",
 }
 

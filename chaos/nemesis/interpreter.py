@@ -23,11 +23,15 @@ from typing import Any
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.model.experiment import Experiment, FaultSpec, Trigger
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec
+from chaos.model.faults.link import LinkFault
+from chaos.model.faults.membership import ChangeSubscription
 from chaos.model.target import Role
+from chaos.model.trigger import Trigger
 from chaos.model.workload import GroupProtocol
 from chaos.nemesis.evidence import Active
-from chaos.nemesis.kinds import Injection
+from chaos.nemesis.kinds import Injection, kind
 from chaos.nemesis.schedule import PlannedFault
 from chaos.nemesis.target import resolve
 from chaos.nemesis.watch import LiveWatch, Signal
@@ -62,7 +66,7 @@ def _ms(ns: int) -> float:
 
 def kip848_landing(intended_state: str, trigger: Signal, signals: Sequence[Signal],
                    effect_ns: int) -> tuple[bool | None, str]:
-    """Landing against the KIP-848 meaning of the state (:class:`chaos.model.experiment.Trigger`).
+    """Landing against the KIP-848 meaning of the state (:class:`chaos.model.trigger.Trigger`).
 
     ``Stable`` (the coordinator answered Stable at group epoch N): landed unless the group epoch was
     bumped past N before the effect — the next rebalance had started. Epochs, not timestamps, order
@@ -124,7 +128,7 @@ def _sample(s: Signal | None, effect_ns: int) -> str:
 
 
 def trigger_match(trig: Trigger) -> Callable[[Signal], bool]:
-    """Which live signals fire a non-time ``trig`` (:class:`chaos.model.experiment.Trigger` says what each means).
+    """Which live signals fire a non-time ``trig`` (:class:`chaos.model.trigger.Trigger` says what each means).
 
     A state matches the signal of that name, whichever protocol made it (a KIP-848 group's epoch
     bump is its PreparingRebalance); ``after_generation`` counts classic generations (the first
@@ -249,12 +253,12 @@ class Nemesis:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> Nemesis:
-        if any(pf.spec.subscription and "extra" in pf.spec.subscription for pf in self.planned):
+        if any(isinstance(pf.spec, ChangeSubscription) and "extra" in pf.spec.subscription for pf in self.planned):
             self.run.create_extra_topic()  # not inside a fault's trigger-to-effect time
         self._t0_ns = time.monotonic_ns()
         self.watch.start()
         for pf in self.planned:
-            self.records[pf.fault_id] = FaultRecord(pf.fault_id, pf.spec.type.value, pf.spec.target.value,
+            self.records[pf.fault_id] = FaultRecord(pf.fault_id, pf.spec.type, pf.spec.target.value,
                                                     pf.spec.trigger.describe())
             t = threading.Thread(target=self._run_one, args=(pf,), name=f"fault-{pf.fault_id}", daemon=True)
             t.start()
@@ -322,7 +326,7 @@ class Nemesis:
         """Inject through the fault's registered kind; returns the active faults and when they took effect."""
         inj = Injection(self.cluster, self.run, pf.fault_id, pf.spec, nodes, self.cancel,
                         resolve=lambda role: self._resolve(pf, None, role))
-        actives = pf.spec.kind.inject(inj)
+        actives = kind(pf.spec.type).inject(inj)
         return actives, inj.effect_ns
 
     def _emit_verified(self, fault_id: str, stage: str, actives: list[Active]) -> bool:
@@ -346,7 +350,7 @@ class Nemesis:
         Returns the active faults (empty when the target resolved to nothing).
         The caller must :meth:`heal` them.
         """
-        rec = self.records.setdefault(pf.fault_id, FaultRecord(pf.fault_id, pf.spec.type.value,
+        rec = self.records.setdefault(pf.fault_id, FaultRecord(pf.fault_id, pf.spec.type,
                                                                pf.spec.target.value, pf.spec.trigger.describe()))
         nodes = self._resolve(pf, sig)
         if not nodes:
@@ -356,7 +360,8 @@ class Nemesis:
         actives, effect_ns = self._inject(pf, nodes)
         effect_ns = effect_ns or time.monotonic_ns()
         rec.fired, rec.nodes, rec.effect_ns = True, nodes, effect_ns
-        rec.direction = pf.spec.direction.value
+        if isinstance(pf.spec, LinkFault):
+            rec.direction = pf.spec.direction.value
         rec.links = [l for a in actives for l in a.links]
         rec.start_s = self._rel_s(inject_ns)
         rec.trigger_to_effect_ms = round((effect_ns - trigger_ns) / 1e6, 2)
@@ -367,13 +372,16 @@ class Nemesis:
             if woke is not None:
                 rec.wake_lag_ms = round((woke - sig.seen_ns) / 1e6, 2)
                 rec.inject_ms = round((effect_ns - woke) / 1e6, 2)
-        params: dict[str, Any] = {**pf.spec.params, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
+        # the kind's typed params as in effect (defaults included), and what the nemesis measured
+        own = pf.spec.params.model_dump(mode="json") if isinstance(pf.spec, LinkFault) else {}
+        params: dict[str, Any] = {**own, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
                                   "links": rec.links, "duration_s": pf.spec.duration_s}
-        if pf.spec.kind.family == "link":
+        if isinstance(pf.spec, LinkFault):
             params["direction"] = rec.direction
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
-                         fault_type=pf.spec.type.value, target_role=pf.spec.target.value,
-                         node=",".join(nodes), params=params, trigger=rec.trigger)
+                         fault_type=pf.spec.type, target_role=pf.spec.target.value,
+                         node=",".join(nodes), params=params, trigger=rec.trigger,
+                         traits=sorted(pf.spec.traits))
         rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
         if sig is not None and rec.intended_state:
             self._landing(rec, rec.intended_state, sig, effect_ns)
@@ -390,7 +398,7 @@ class Nemesis:
                                  error_code=None, error_name=None, fatal=False)
         end_ns = time.monotonic_ns()
         self.events.emit(Kind.FAULT_END, mono_ns=end_ns, fault_id=pf.fault_id,
-                         fault_type=pf.spec.type.value, node=",".join(rec.nodes) or None)
+                         fault_type=pf.spec.type, node=",".join(rec.nodes) or None)
         rec.end_s = self._rel_s(end_ns)
         rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)
 
@@ -408,7 +416,7 @@ class Nemesis:
         self._adhoc += 1
         trigger = f"state={when}" if when else "at_s=0"
         pf = PlannedFault(f"t{self._adhoc}", self._adhoc, 0, spec, None if when else 0.0)
-        rec = FaultRecord(pf.fault_id, spec.type.value, spec.target.value, trigger, intended_state=when)
+        rec = FaultRecord(pf.fault_id, spec.type, spec.target.value, trigger, intended_state=when)
         self.records[pf.fault_id] = rec
         start = time.monotonic_ns()
         if when:
@@ -438,7 +446,7 @@ class Nemesis:
                 # said as such (faults.json, the history, the faults checker), not "did not fire in time"
                 rec = self.records[pf.fault_id]
                 rec.skipped_reason = f"injection failed: {type(exc).__name__}: {str(exc)[:300]}"
-                self.events.emit(Kind.ERROR, message=f"{pf.fault_id} ({pf.spec.type.value} on "
+                self.events.emit(Kind.ERROR, message=f"{pf.fault_id} ({pf.spec.type} on "
                                  f"{pf.spec.target.value}): {rec.skipped_reason}",
                                  error_code=None, error_name=type(exc).__name__, fatal=False)
                 return

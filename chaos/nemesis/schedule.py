@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from chaos.model.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ def plan(experiment: Experiment, seed: int) -> tuple[PlannedFault, ...]:
         if trig.at_s is not None:
             out.append(PlannedFault(f"f{i}", i, 0, spec, trig.at_s))
         elif trig.random is not None:
-            rnd = random.Random(f"{seed}:{i}:{spec.type.value}")
+            rnd = random.Random(f"{seed}:{i}:{spec.type}")
             r = trig.random
             end = r.end_s if r.end_s is not None else max(r.start_s, chaos_s - spec.duration_s)
             times: list[float] = []
@@ -57,6 +58,6 @@ def plan(experiment: Experiment, seed: int) -> tuple[PlannedFault, ...]:
 
 def timeline(planned: tuple[PlannedFault, ...]) -> list[dict]:
     """A comparable, JSON-friendly view of a plan."""
-    return [{"fault_id": f.fault_id, "type": f.spec.type.value, "target": f.spec.target.value,
+    return [{"fault_id": f.fault_id, "type": f.spec.type, "target": f.spec.target.value,
              "node": f.spec.node, "at_s": f.at_s, "trigger": f.spec.trigger.describe(),
              "duration_s": f.spec.duration_s} for f in planned]

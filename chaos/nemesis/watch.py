@@ -7,7 +7,7 @@ completed its join (CompletingRebalance)", "generation 4 is Stable (a member
 got its assignment)", "consumer-2 was revoked" — each stamped with when it
 *happened* (the log line's own timestamp; the event's ``mono_ns``) and when it
 was *seen*. Fault threads block in :meth:`wait_for` until a matching signal
-newer than their start appears. See :class:`chaos.model.experiment.Trigger` for the
+newer than their start appears. See :class:`chaos.model.trigger.Trigger` for the
 Kafka log lines each state relies on.
 
 KIP-848 groups (``kip848``) count time in group epochs and have no

@@ -47,7 +47,8 @@ independent second implementation over the ``events`` table, so a checker bug
   coordinator's committed offsets against the members' processed-record reports instead.
 - ``committed-offsets`` (invariant 5, as ``chaos/checkers/committed_offsets.py``): per group and partition, in
   history order, ``ok`` commits and the observer's ``committed_offsets`` samples (offsets >= 0), the
-  comparison restarting at each ``fault_start`` whose type mentions ``reset``: a sample below an earlier sample,
+  comparison restarting at each ``fault_start`` that records the trait ``rewinds_committed_offsets`` (none in a
+  history recorded before traits were, as the checker reads it): a sample below an earlier sample,
   a commit below an earlier commit, or any observation below a maximum that rose (at the latest answer time of
   the rises so far) more than the clock slack before the observation was sent, is a move back. Samples a
   deposed coordinator answered (another broker logged loading the group at least the log's stamp resolution
@@ -172,14 +173,16 @@ WHERE q.o IS NULL
 GROUP BY j.run, j.group_id, j.source, j.seq, j.auto, j.topic, j.partition, j.n
 """
 
-# Per (run, group, topic, partition, reset epoch), in history order: accepted commits and judged samples.
+# Per (run, group, topic, partition, rewind epoch), in history order: accepted commits and judged samples.
 # A sample answered by a broker other than the last one logged loading its group (before the sample, beyond
 # the log's stamp resolution) is a deposed coordinator's cache: dropped, as the checker sets it aside.
 _SQL_OFFSETS_BACK = """
 WITH loads AS (
   SELECT run, group_id, mono_ns, seq, broker FROM events WHERE kind = 'broker_log' AND log_event = 'loading'),
-epochs AS (  -- an offset reset in the schedule restarts the comparison
-  SELECT run, seq, sum(CASE WHEN kind = 'fault_start' AND lower(fault_type) LIKE '%reset%' THEN 1 ELSE 0 END)
+epochs AS (  -- a fault that rewinds the committed offsets (its recorded trait) restarts the comparison
+  SELECT run, seq, sum(CASE WHEN kind = 'fault_start'
+                             AND array_contains(coalesce(traits, array()), 'rewinds_committed_offsets')
+                            THEN 1 ELSE 0 END)
                      OVER (PARTITION BY run ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epoch
   FROM events WHERE kind IN ('fault_start', 'commit', 'committed_offsets')),
 raw AS (

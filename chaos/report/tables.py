@@ -303,7 +303,7 @@ def parse_events(spark, runs: Sequence[RunFiles]):
                          "m.instance_id, 'assignment', transform(m.assignment, x -> named_struct('topic', x[0], "
                          "'partition', cast(x[1] as int))), 'subscription', m.subscription))").alias("members"),
                   "broker", F.col("event").alias("log_event"), "fault_id", "fault_type", "target_role", "node",
-                  "trigger", "stage", "ok", F.col("name").alias("phase"), "protocol", "assignor", "client",
+                  "trigger", "traits", "stage", "ok", F.col("name").alias("phase"), "protocol", "assignor", "client",
                   "instance_id",
                   F.expr("transform(records, x -> named_struct('partition', cast(x[0] as int), 'offset', "
                          "cast(x[1] as bigint)))").alias("final_records"),

@@ -1,9 +1,10 @@
 """Sphinx directives that write the fault and checker references from the code, so there is one source.
 
-``.. chaos-fault-kinds::`` renders every registered fault kind (``chaos.nemesis.kinds.kinds()``), by family
-(the family module's docstring), each with its summary, the roles it accepts, the fields and toxic
-parameters it owns and the backend capability it needs; ``.. chaos-checkers::`` renders each checker of
-``chaos.checkers.registry.CHECKERS`` from its module's docstring. A kind or checker added to the code
+``.. chaos-fault-kinds::`` renders every declared fault kind (``chaos.model.faults``, with its injection from
+``chaos.nemesis.kinds.kinds()``), by family (the family modules' docstrings), each with its summary, the roles it
+accepts, the fields and typed params it owns, its traits (what the checkers read of it) and the backend capability
+it needs; ``.. chaos-checkers::`` renders each checker of ``chaos.checkers.registry.CHECKERS`` from its module's
+docstring. A kind or checker added to the code
 appears in the site without an edit here; a docstring that is not valid reStructuredText fails the strict
 build (``make docs``: ``-W``).
 """
@@ -27,39 +28,49 @@ def _literal_list(values) -> str:
 
 
 class FaultKinds(SphinxDirective):
-    """Every fault kind, grouped by family."""
+    """Every fault kind, grouped by family: its declaration (``chaos.model.faults``) and its injection module."""
 
     def run(self) -> list[nodes.Node]:
+        from chaos.model.faults.base import FaultSpec
         from chaos.model.target import Role
         from chaos.nemesis.kinds import kinds
 
         all_roles = frozenset(Role)
+        common = set(FaultSpec.model_fields)
         by_family: dict[str, list] = {}
         for k in kinds().values():
             by_family.setdefault(k.family, []).append(k)
         lines: list[str] = []
-        for family in sorted(by_family):
+        for family, members in by_family.items():  # the declarations' order: FAMILIES
             lines += _section(f"{family} faults", "-")
-            # the family's module docstring: what its kinds share (how they are injected, healed, verified)
-            modules = {sys.modules[k.inject.__module__] for k in by_family[family]}
+            # the family's module docstrings: what its kinds are (the model) and how they are injected, healed
+            # and verified (the nemesis)
+            modules = {sys.modules[k.spec.__module__] for k in members} | {sys.modules[k.inject.__module__]
+                                                                           for k in members}
             for module in sorted(modules, key=lambda m: m.__name__):
                 lines += [f"*Module* ``{module.__name__}``.", ""]
                 lines += (module.__doc__ or "").splitlines() + [""]
-            for k in sorted(by_family[family], key=lambda k: k.name):
+            for k in members:
+                spec = k.spec
                 lines += _section(f"``{k.name}``", "~")
                 lines += [k.summary.replace("*", r"\*") + ".", ""]
                 targets = "every role" if k.targets == all_roles else _literal_list(r.value for r in k.targets)
-                lines += [f":targets: {targets}"]
-                if k.fields:
-                    lines += [f":fields it owns: {_literal_list(k.fields)}"]
-                if k.params:
-                    lines += [f":required params: {_literal_list(k.params)}"]
+                lines += [f":targets: {targets}", f":model: ``{spec.__module__}.{spec.__name__}``"]
+                own = sorted(set(spec.model_fields) - common - {"params"})
+                if own:
+                    lines += [f":fields it owns: {_literal_list(own)}"]
+                if "params" in spec.model_fields:
+                    params = spec.model_fields["params"].annotation
+                    required = [n for n, f in params.model_fields.items() if f.is_required()]
+                    optional = [n for n, f in params.model_fields.items() if not f.is_required()]
+                    lines += [f":required params: {_literal_list(required)}", f":optional params: {_literal_list(optional)}"]
+                lines += [f":traits: {_literal_list(t.value for t in k.traits)}"]
                 lines += [f":needs capability: ``{k.capability}``" if k.capability
                           else ":needs capability: none beyond process and link faults"]
                 lines += [""]
-                for example in k.examples:
+                for example in spec.examples:
                     lines += [".. code-block:: yaml", "", f"   {example}", ""]
-        return nested_parse_to_nodes(self.state, "\n".join(lines), source="chaos.nemesis.kinds")
+        return nested_parse_to_nodes(self.state, "\n".join(lines), source="chaos.model.faults")
 
 
 class Checkers(SphinxDirective):

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.errors import UsageError
 from chaos.harness import ChaosTest
 from chaos.history.event import Consumed, MemberStart, MemberStop
+from chaos.model.checker_name import CheckerName
 
 #: the application: a poll loop configured only from the member environment, commits after processing
 SERVICE = '''

@@ -10,9 +10,11 @@ import uuid
 import psutil
 import pytest
 
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.cluster.admin import retry
-from chaos.model.experiment import Experiment, FaultSpec
+from chaos.model.checker_name import CheckerName
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec
 from chaos.model.workload import ConsumerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import judge_once
@@ -57,7 +59,7 @@ def test_pause_stops_every_process_of_the_member_and_the_coordinator_evicts_it(o
     tree = run.members[member].tree()
     if client == "java":
         assert len(tree) >= 2, f"a Java member is a worker and its JVM, got {tree}"
-    active = prims.process(FaultSpec(type="pause", target="member", node=member), member)
+    active = prims.process(FaultSpec.build(type="pause", target="member", node=member), member)
     try:
         ok, evidence = active.verify_effect()
         assert ok, evidence
@@ -82,7 +84,7 @@ def test_kill_of_a_java_member_ends_its_jvm_too(one_member_per_client):
     member = f"consumer-{CLIENTS.index('java')}"
     tree = run.members[member].tree()
     assert len(tree) >= 2, tree
-    active = Primitives(run.cluster, run).process(FaultSpec(type="kill", target="member", node=member), member)
+    active = Primitives(run.cluster, run).process(FaultSpec.build(type="kill", target="member", node=member), member)
     try:
         ok, evidence = active.verify_effect()
         assert ok, evidence
@@ -97,7 +99,7 @@ def test_pause_of_a_zookeeper_node_stops_it(kafka_cluster, tmp_path):
     spec = WorkloadSpec(partitions=3, producers=(), consumers=(ConsumerSpec(lane="lane0"),))
     with WorkloadRun(kafka_cluster, spec, tmp_path / "run") as run:
         pid = kafka_cluster.process("zk-1").pid
-        active = Primitives(kafka_cluster, run).process(FaultSpec(type="pause", target="node", node="zk-1"), "zk-1")
+        active = Primitives(kafka_cluster, run).process(FaultSpec.build(type="pause", target="node", node="zk-1"), "zk-1")
         try:
             assert active.verify_effect()[0]
             assert _states([pid]) == {pid: psutil.STATUS_STOPPED}

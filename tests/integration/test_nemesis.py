@@ -13,7 +13,8 @@ from chaos.cluster.admin import retry
 from chaos.experiment import load_experiment
 from chaos.history.event import Kind
 from chaos.history.reader import EventTail, read_history
-from chaos.model.experiment import FaultSpec
+from chaos.model.fault_traits import FaultTrait
+from chaos.model.faults import FaultSpec
 from chaos.model.workload import ConsumerSpec, ProducerSpec, WorkloadSpec
 from chaos.nemesis.faults import Primitives
 from chaos.runner import run_once
@@ -49,7 +50,7 @@ def _consumed_after(run, name, t_ns):
 def test_kill_broker_then_heal_restarts_it(kafka_cluster, workload):
     prims = Primitives(kafka_cluster, workload)
     pid = kafka_cluster.process("broker-3").pid
-    active = prims.process(FaultSpec(type="kill", target="node", node="broker-3"), "broker-3")
+    active = prims.process(FaultSpec.build(type="kill", target="node", node="broker-3"), "broker-3")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     active.heal()
     kafka_cluster.wait_broker_registered("broker-3")
@@ -59,7 +60,7 @@ def test_kill_broker_then_heal_restarts_it(kafka_cluster, workload):
 def test_pause_member_freezes_it_and_resume_lets_it_consume_again(kafka_cluster, workload):
     prims = Primitives(kafka_cluster, workload)
     pid = workload.members["consumer-1"].pid
-    active = prims.process(FaultSpec(type="pause", target="member", node="consumer-1"), "consumer-1")
+    active = prims.process(FaultSpec.build(type="pause", target="member", node="consumer-1"), "consumer-1")
     retry(lambda: True if psutil.Process(pid).status() == psutil.STATUS_STOPPED else None,
           time.monotonic() + 5, "the kernel to stop consumer-1")
     time.sleep(1)
@@ -74,7 +75,7 @@ def test_link_down_on_a_members_lane_refuses_connections_until_healed(kafka_clus
     prims = Primitives(kafka_cluster, workload)
     links = kafka_cluster.links_of("lane1")
     ports = [kafka_cluster.topology.link(l).listen_port for l in links]
-    active = prims.links(FaultSpec(type="link_down", target="member", node="consumer-1"), "t1", links)
+    active = prims.links(FaultSpec.build(type="link_down", target="member", node="consumer-1"), "t1", links)
     assert not any(_connect(p) for p in ports)
     assert all(_connect(kafka_cluster.topology.link(l).listen_port) for l in kafka_cluster.links_of("lane0"))
     active.heal()
@@ -86,7 +87,7 @@ def test_black_hole_on_a_brokers_client_links_stops_its_produce_path_until_heale
     topic = workload.topic
     leader = kafka_cluster.leader_of(topic, 0)
     links = [l for l in kafka_cluster.links_of(leader) if l.startswith("lane1.")]
-    active = prims.links(FaultSpec(type="black_hole", target="node", node=leader, links="clients"), "t2", links)
+    active = prims.links(FaultSpec.build(type="black_hole", target="node", node=leader, links="clients"), "t2", links)
     assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=3) is None
     active.heal()
     assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=15) is not None
@@ -100,7 +101,8 @@ def test_latency_toxic_slows_round_trips(kafka_cluster, workload):
     t0 = time.monotonic()
     kafka_cluster.produce_probe(topic, lane="lane1", partition=0)
     base = time.monotonic() - t0
-    active = prims.links(FaultSpec(type="latency", target="node", node=leader, params={"latency_ms": 400}), "t3", links)
+    slow = FaultSpec.build(type="latency", target="node", node=leader, params={"latency_ms": 400})
+    active = prims.links(slow, "t3", links)
     try:
         t0 = time.monotonic()
         assert kafka_cluster.produce_probe(topic, lane="lane1", partition=0, timeout=20) is not None
@@ -115,7 +117,7 @@ def test_brokers_zookeeper_link_down_deregisters_it_until_healed(kafka_cluster, 
     victim = next(b for b in ("broker-1", "broker-2", "broker-3") if b != kafka_cluster.controller())
     bid = int(victim.split("-")[1])
     links = [l for l in kafka_cluster.links_of(victim) if ".zk-" in l]
-    active = prims.links(FaultSpec(type="link_down", target="node", node=victim, links="zookeeper"), "t4", links)
+    active = prims.links(FaultSpec.build(type="link_down", target="node", node=victim, links="zookeeper"), "t4", links)
     try:
         retry(lambda: True if bid not in kafka_cluster.admin.broker_ids() else None, time.monotonic() + 30,
               f"{victim} deregistered")
@@ -150,7 +152,7 @@ def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(ka
     # loaded machine's kill (tens of ms from wake-up to signal, measured in CI-like runs) can miss every
     # time. 150 ms of latency on every member's lane (JoinGroup response down, SyncGroup up) widens it
     # to >= 300 ms, so whether the kill lands is decided by the nemesis, not by the machine's load.
-    slow = tuple(FaultSpec(type="latency", target="member", node=f"consumer-{i}", params={"latency_ms": 150},
+    slow = tuple(FaultSpec.build(type="latency", target="member", node=f"consumer-{i}", params={"latency_ms": 150},
                            trigger={"at_s": 0.2}, duration_s=9.5) for i in range(len(exp.workload.consumers)))
     exp = exp.model_copy(update={"faults": exp.faults + slow})
     confirmed = 0
@@ -160,6 +162,7 @@ def test_completing_rebalance_trigger_kills_the_coordinator_inside_that_state(ka
         assert kill["fired"], kill
         h = read_history(run_dir / "history.jsonl")
         start = next(e for e in h.events if e.kind is Kind.FAULT_START and e.fault_type == "kill")
+        assert start.traits == (FaultTrait.TAKES_TARGET_OUT,)  # recorded as the kind declares it, for the checkers
         group = h.header.experiment["group"]
         # the killed broker's own log: its last line about the group before the kill
         broker_log = run_dir / "logs" / f"{start.node}.log"

@@ -25,7 +25,7 @@ import orjson
 
 from chaos.harness import ChaosTest
 from chaos.history.event import Commit, CommittedOffsets, FaultEnd, FaultStart, FaultVerified
-from chaos.model.experiment import FaultSpec
+from chaos.model.faults import FaultSpec
 from tests.waiting import wait_for
 
 SLOW = "consumer-1"  # lane1: nobody else's traffic goes through its proxies
@@ -56,7 +56,7 @@ def _one_way(test: ChaosTest, direction: str) -> dict[tuple[str, int], int]:
     """Black-hole ``SLOW``'s lane in ``direction`` for FAULT_S; the group's committed offsets read over
     the control lane in the middle of it (OffsetFetch at the coordinator)."""
     assert test.run is not None and test.run.nemesis is not None
-    spec = FaultSpec(type="black_hole", target="member", node=SLOW, direction=direction, duration_s=0)
+    spec = FaultSpec.build(type="black_hole", target="member", node=SLOW, direction=direction, duration_s=0)
     with test.run.nemesis.fire(spec) as nodes:
         assert nodes == [SLOW]
         time.sleep(FAULT_S * 0.6)  # the commit sent at the fault has been stored (or dropped) by now

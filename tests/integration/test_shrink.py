@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from chaos.experiment import load_experiment
-from chaos.model.experiment import Experiment, FaultSpec
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec
 from chaos.replay import as_fired, load_recorded, read_verdict
 from chaos.runner import judge_once, run_experiments
 from chaos.shrink import Shrinker
@@ -30,10 +31,10 @@ from tests.catalogue import wrong_consumer
 HERE = Path(__file__).resolve().parent
 
 NOISE = [
-    FaultSpec(type="latency", target="member", node="consumer-0", params={"latency_ms": 200}, duration_s=1.5,
+    FaultSpec.build(type="latency", target="member", node="consumer-0", params={"latency_ms": 200}, duration_s=1.5,
               trigger={"at_s": 0.5}),
-    FaultSpec(type="pause", target="member", node="consumer-0", duration_s=1, trigger={"at_s": 6.5}),
-    FaultSpec(type="latency", target="member", node="consumer-2", params={"latency_ms": 200}, duration_s=1.5,
+    FaultSpec.build(type="pause", target="member", node="consumer-0", duration_s=1, trigger={"at_s": 6.5}),
+    FaultSpec.build(type="latency", target="member", node="consumer-2", params={"latency_ms": 200}, duration_s=1.5,
               trigger={"at_s": 7}),
 ]
 #: the catalogue's 12 s chaos phase cut to what the faults span: consumer-2 bounced 3-6 s, the noise over by 8.5 s;

@@ -29,6 +29,20 @@ def test_importing_the_model_loads_no_runtime_library():
     assert out.stdout.strip() == "", f"the model imported: {out.stdout.strip()}"
 
 
+def test_the_model_imports_nothing_of_the_clusters_the_checkers_or_the_nemesis():
+    """The fault kinds' declarations, what a backend can do, what a fault does and the checkers' names are the
+    model's own (issue 32): building experiments, faults and checker selections loads nothing above the model."""
+    code = ("import sys\n"
+            "from chaos.model import Experiment\n"
+            "Experiment.model_validate({'name': 'x', 'backend': 'docker', 'checkers': {'skip': ['assignor']},"
+            " 'faults': [{'type': 'disconnect', 'target': 'coordinator', 'trigger': {'at_s': 1}}]})"
+            ".required_capabilities()\n"
+            "above = ('chaos.cluster', 'chaos.checkers', 'chaos.nemesis')\n"
+            "print(','.join(sorted(m for m in sys.modules if m.startswith(above))))\n")
+    out = _python(code)
+    assert out.stdout.strip() == "", f"the model imported: {out.stdout.strip()}"
+
+
 def test_the_plan_and_schema_commands_need_no_kafka_client():
     code = ("import sys\n"
             "from chaos.experiment import json_schema, load_experiment\n"

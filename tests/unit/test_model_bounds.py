@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from chaos.model.cluster import MAX_BROKERS, MAX_CONTROLLERS, MAX_LANES, MAX_ZOOKEEPERS, ClusterSpec
-from chaos.model.experiment import MAX_FAULTS, MAX_RUNS, Experiment
+from chaos.model.experiment import MAX_RUNS, Experiment
+from chaos.model.trigger import MAX_FAULTS
 from chaos.model.workload import MAX_CONSUMERS, MAX_PARTITIONS, MAX_PRODUCERS, WorkloadSpec
 
 

@@ -76,9 +76,9 @@ def test_as_fired_pins_times_and_random_targets_and_keeps_live_triggers(tmp_path
     assert rec.seed == 41 and rec.verdict == Verdict("false", frozenset({"delivery"}))
     replay, notes = as_fired(rec)
     assert [f.trigger.at_s for f in replay.faults if f.trigger.at_s is not None] == [5.728, 6.51, 7.225, 21.84]
-    kills = [f for f in replay.faults if f.type.value == "kill" and f.trigger.at_s is not None]
+    kills = [f for f in replay.faults if f.type == "kill" and f.trigger.at_s is not None]
     assert [(f.target, f.node) for f in kills] == [(Role.NODE, "broker-2"), (Role.NODE, "broker-1")]
-    pause = next(f for f in replay.faults if f.type.value == "pause")
+    pause = next(f for f in replay.faults if f.type == "pause")
     assert (pause.target, pause.node, pause.duration_s) == (Role.MEMBER, "consumer-0", 7.0)
     live = next(f for f in replay.faults if f.trigger.state is not None)
     assert live.target is Role.COORDINATOR                    # a role is asked of the cluster again
@@ -336,7 +336,7 @@ def _shrinker(tmp_path: Path, rule, **kw) -> Shrinker:
 def _breaks(e: Experiment) -> bool:
     """The rule: consumer "wrong" (the commit_before_process member) black-holed for at least 3 s."""
     wrong = next(i for i, c in enumerate(e.workload.consumers) if c.wrong_mode is not None)
-    return any(f.type.value == "black_hole" and f.node == f"consumer-{wrong}" and f.duration_s >= 3 for f in e.faults)
+    return any(f.type == "black_hole" and f.node == f"consumer-{wrong}" and f.duration_s >= 3 for f in e.faults)
 
 
 def test_the_search_keeps_the_one_fault_that_matters_and_shrinks_the_rest(tmp_path):
@@ -344,7 +344,7 @@ def test_the_search_keeps_the_one_fault_that_matters_and_shrinks_the_rest(tmp_pa
     best = s.shrink()
     assert best is not None and len(best.faults) == 1
     (f,) = best.faults
-    assert f.type.value == "black_hole" and f.duration_s == 3.0        # 6 -> 3 kept, 1.5 passed
+    assert f.type == "black_hole" and f.duration_s == 3.0        # 6 -> 3 kept, 1.5 passed
     assert len(best.workload.consumers) == 1 and f.node == "consumer-0"  # the others removed, renumbered
     assert best.workload.partitions == 1
     assert best.phases.chaos_s == pytest.approx(8.0 + 3.0 + 2.0)       # ends 2 s after the fault heals

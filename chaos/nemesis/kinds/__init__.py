@@ -1,25 +1,14 @@
-"""Fault kinds: one module per family, each declaring its types, validation, capability and injection.
+"""Fault kinds, injected: one injection per kind declared in :mod:`chaos.model.faults`, one module per family.
 
-Modelled on Jepsen's ``nemesis/combined.clj`` packages: a family module
-(``process``, ``link``, ``network``, ``topology``, ``membership``,
-``container``, …) registers one :class:`FaultKind` per fault type with
-:func:`register`. A kind carries
+A kind's declaration (its fields, params, validation, targets, traits and capability) is the model's
+(:mod:`chaos.model.faults`); a family module here registers, with :func:`register`, how each of its kinds is
+injected: ``inject(Injection[Spec]) -> list[Active]``, each :class:`~chaos.nemesis.evidence.Active` carrying its
+heal and the evidence that it took effect and that it healed. Modelled on Jepsen's ``nemesis/combined.clj``
+packages.
 
-* ``targets`` — the roles it accepts (checked when an experiment is loaded);
-* ``fields`` — the optional spec fields it owns (``peer``, ``subscription``,
-  ``partitions``, ``links``); any other kind given them is rejected;
-* ``check`` / ``check_in`` — its own validation of a fault spec, alone and
-  within its experiment (raise ``ValueError`` with what to change);
-* ``capability`` — the backend capability it needs beyond process and link faults;
-* ``inject(Injection) -> list[Active]`` — the fault itself, each
-  :class:`~chaos.nemesis.evidence.Active` carrying its heal and the evidence
-  that it took effect and that it healed.
-
-Every module of this package is imported by :func:`kinds`, so a new kind is a
-new module here and nothing else: the experiment model builds its
-``FaultType`` enum, its validation and its JSON Schema from the registry.
-Modules must stay importable without a cluster: runtime libraries (psutil,
-the Toxiproxy client, the admin client) are imported inside ``inject``.
+Every module of this package is imported by :func:`kinds`, which refuses a declared kind without an injection (or
+an injection of no declared kind). Modules must stay importable without a cluster: runtime libraries (psutil, the
+Toxiproxy client, the admin client) are imported inside the injections.
 """
 
 from __future__ import annotations
@@ -28,56 +17,74 @@ import importlib
 import pkgutil
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from chaos.model.backend import Capability
+from chaos.model.fault_traits import FaultTrait
+from chaos.model.faults import FaultSpec, declarations
+from chaos.model.faults.base import Family
 from chaos.model.target import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.nemesis.evidence import Active
 
+S = TypeVar("S", bound=FaultSpec)
+
 
 @dataclass
-class Injection:
-    """Everything a kind's ``inject`` may use for one occurrence of a fault.
+class Injection(Generic[S]):
+    """Everything a kind's injection may use for one occurrence of a fault.
 
-    ``nodes`` are the resolved targets; ``resolve(role)`` resolves another role
-    now (a partition's peer); ``cancel`` is set when the chaos phase ends (a
-    long fault such as a rolling restart stops early). A kind that knows the
-    instant its fault took hold (a signal sent) sets ``effect_ns``.
+    ``spec`` is the kind's own model (its fields and params typed); ``nodes`` are the resolved targets;
+    ``resolve(role)`` resolves another role now (a partition's peer); ``cancel`` is set when the chaos phase ends
+    (a long fault such as a rolling restart stops early). A kind that knows the instant its fault took hold (a
+    signal sent) sets ``effect_ns``. ``cluster`` is a started :class:`chaos.cluster.Cluster` and ``run`` the
+    :class:`chaos.workload.run.WorkloadRun` (None for node-only faults outside a workload): typed ``Any`` because
+    the injections use backend methods beyond the protocol (``KafkaCluster``'s) and the model layer must not
+    import them.
     """
 
     cluster: Any
     run: Any
     fault_id: str
-    spec: Any
+    spec: S
     nodes: list[str]
     cancel: threading.Event
     resolve: Callable[[Role], list[str]]
     effect_ns: int | None = None
 
 
-Family = Literal["process", "link", "network", "topology", "membership", "container"]
-
-
 @dataclass(frozen=True)
 class FaultKind:
-    """One fault type: what it does, what it accepts, and how it is injected and healed."""
+    """A declared kind (its model) and its injection."""
 
-    name: str
-    family: Family
-    summary: str
-    inject: Callable[[Injection], list[Active]]
-    targets: frozenset[Role] = frozenset(Role)
-    #: the one-line error for a target outside ``targets`` (default: names the allowed ones)
-    target_error: str | None = None
-    fields: frozenset[str] = frozenset()
-    check: Callable[[Any], None] | None = None
-    check_in: Callable[[Any, Any, int], None] | None = None
-    capability: str | None = None
-    #: required ``params`` keys (toxic parameters)
-    params: frozenset[str] = frozenset()
-    examples: tuple[str, ...] = field(default_factory=tuple)
+    spec: type[FaultSpec]
+    inject: Callable[[Injection[Any]], list[Active]]
+
+    @property
+    def name(self) -> str:
+        return self.spec.kind_name()
+
+    @property
+    def family(self) -> Family:
+        return self.spec.family
+
+    @property
+    def summary(self) -> str:
+        return self.spec.summary
+
+    @property
+    def targets(self) -> frozenset[Role]:
+        return self.spec.targets
+
+    @property
+    def traits(self) -> frozenset[FaultTrait]:
+        return self.spec.traits
+
+    @property
+    def capability(self) -> Capability | None:
+        return self.spec.capability
 
 
 _REGISTRY: dict[str, FaultKind] = {}
@@ -85,23 +92,29 @@ _LOADED = False
 _LOCK = threading.Lock()
 
 
-def register(*new: FaultKind) -> None:
-    """Add kinds (called by the family modules at import); a name may be registered once."""
-    for k in new:
-        if k.name in _REGISTRY and _REGISTRY[k.name] is not k:
-            raise ValueError(f"fault kind {k.name!r} registered twice")
-        _REGISTRY[k.name] = k
+def register(spec: type[S], inject: Callable[[Injection[S]], list[Active]]) -> None:
+    """How the declared kind ``spec`` is injected (called by the family modules at import; once per kind)."""
+    name = spec.kind_name()
+    if name in _REGISTRY and _REGISTRY[name].inject is not inject:
+        raise ValueError(f"fault kind {name!r} registered twice")
+    _REGISTRY[name] = FaultKind(spec, inject)
 
 
 def kinds() -> Mapping[str, FaultKind]:
-    """Every registered kind, by name (imports every module of this package on first use)."""
+    """Every kind with its injection, by name, in the declarations' order (imports this package's modules on first
+    use; a declared kind without an injection, or an injection of no declared kind, is a programming error)."""
     global _LOADED
     with _LOCK:
         if not _LOADED:
             for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
                 importlib.import_module(f"{__name__}.{mod.name}")
+            declared = declarations()
+            missing, stray = sorted(set(declared) - set(_REGISTRY)), sorted(set(_REGISTRY) - set(declared))
+            if missing or stray:
+                raise RuntimeError(f"fault kinds declared without an injection: {missing}; injections of no "
+                                   f"declared kind: {stray} (chaos.model.faults, chaos.nemesis.kinds)")
             _LOADED = True
-    return dict(_REGISTRY)
+    return {name: _REGISTRY[name] for name in declarations()}
 
 
 def kind(name: str) -> FaultKind:

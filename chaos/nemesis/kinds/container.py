@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import time
 
-from chaos.model.target import Role
+from chaos.model.faults.container import Disconnect
 from chaos.nemesis.evidence import Active, port_open
-from chaos.nemesis.kinds import FaultKind, Injection, register
-
-_NODE_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
+from chaos.nemesis.kinds import Injection, register
 
 
 def disconnect(cluster, node: str) -> tuple[Active, int]:
@@ -38,7 +36,7 @@ def disconnect(cluster, node: str) -> tuple[Active, int]:
     return Active([node], lambda: cluster.reconnect(node), off, back), effect_ns
 
 
-def _inject(inj: Injection) -> list[Active]:
+def _inject(inj: Injection[Disconnect]) -> list[Active]:
     out = []
     for node in inj.nodes:
         active, inj.effect_ns = disconnect(inj.cluster, node)
@@ -46,14 +44,4 @@ def _inject(inj: Injection) -> list[Active]:
     return out
 
 
-def _check_in(spec, experiment, i: int) -> None:
-    if experiment.backend != "docker":
-        raise ValueError(f"faults.{i}: disconnect needs backend docker (a container network to leave); "
-                         "for the local backend use link_down on the node's links")
-
-
-register(FaultKind(
-    "disconnect", "container", "docker network disconnect of a node (connected again, same address)", _inject,
-    targets=_NODE_ROLES, check_in=_check_in, capability="network_disconnect",
-    target_error="disconnect takes a cluster node off its network: target coordinator, controller, leader, "
-                 "random_broker or a node (broker-N, zk-N)"))
+register(Disconnect, _inject)

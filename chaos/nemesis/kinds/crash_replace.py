@@ -19,9 +19,9 @@ from __future__ import annotations
 import signal
 import time
 
-from chaos.model.target import MEMBER_ROLES
+from chaos.model.faults.membership import CrashReplace
 from chaos.nemesis.evidence import Active, Evidence, states_text, tree_states
-from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.kinds import Injection, register
 from chaos.nemesis.nodes import Nodes
 
 
@@ -75,7 +75,4 @@ def _crash_and_replace(inj: Injection, member: str) -> Active:
     return Active([member, new], lambda: None, crashed_and_replaced, joined)
 
 
-register(FaultKind(
-    "crash_replace", "membership", "a member is SIGKILLed and a fresh process joins in its place (none to undo)",
-    lambda inj: [_crash_and_replace(inj, m) for m in inj.nodes], targets=MEMBER_ROLES,
-    target_error="crash_replace applies to members: use target member, group_leader, random_member, all_members"))
+register(CrashReplace, lambda inj: [_crash_and_replace(inj, m) for m in inj.nodes])

@@ -7,12 +7,13 @@ broker's session to it; an isolated controller's are every link to and from it. 
 toxic applies to open connections too; ``link_down`` closes them and refuses
 new ones.
 
-One-way faults (``direction``, :class:`chaos.model.experiment.Direction`, issue 16): on a client link
+One-way faults (``direction``, :class:`chaos.model.faults.link.Direction`, issue 16): on a client link
 the proxy's ``upstream`` stream carries the client's requests and ``downstream`` the broker's
 responses, so ``to_broker`` puts the toxic on ``upstream`` only and ``to_client`` on ``downstream``
 only (Toxiproxy README, "Toxics": every toxic has a ``stream``). A ``to_client`` black hole lets a
 request reach the broker and be applied (an OffsetCommit stored) while its response is held: the
-client's outcome is unknown. Refused at load time where one direction means nothing:
+client's outcome is unknown. Refused at load time (:class:`chaos.model.faults.link.LinkFault`) where one
+direction means nothing:
 
 * ``link_down`` disables the whole proxy (Toxiproxy has no one-way disable): a one-way cut is
   ``black_hole`` with a direction — chosen over turning ``link_down`` into a timeout toxic so that a
@@ -25,14 +26,23 @@ client's outcome is unknown. Refused at load time where one direction means noth
 
 from __future__ import annotations
 
-from typing import Any
-
-from chaos.model.target import BROKER_ROLES, MEMBER_ROLES, SINGLE_ROLES, LinkScope
+from chaos.model.faults.link import (
+    Bandwidth,
+    BlackHole,
+    Direction,
+    Latency,
+    LimitData,
+    LinkDown,
+    LinkFault,
+    ResetPeer,
+    Slicer,
+)
+from chaos.model.target import LinkScope
 from chaos.nemesis.evidence import Active, port_open
-from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.kinds import Injection, register
 
 
-def links_of(inj: Injection, node: str) -> list[str]:
+def links_of(inj: Injection[LinkFault], node: str) -> list[str]:
     """The proxies a link fault on ``node`` covers."""
     c = inj.cluster
     if inj.run is not None and node in inj.run.member_specs:
@@ -50,10 +60,9 @@ def links_of(inj: Injection, node: str) -> list[str]:
     return own
 
 
-#: Toxiproxy stream names per direction value (the model's ``Direction``, compared as strings: this
-#: module is imported while the model builds its fault types, before ``Direction`` exists)
-STREAMS: dict[str, tuple[str, ...]] = {"both": ("upstream", "downstream"), "to_broker": ("upstream",),
-                                       "to_client": ("downstream",)}
+#: Toxiproxy stream names per direction
+STREAMS: dict[Direction, tuple[str, ...]] = {Direction.BOTH: ("upstream", "downstream"),
+                                             Direction.TO_BROKER: ("upstream",), Direction.TO_CLIENT: ("downstream",)}
 
 
 def _client_link(name: str) -> bool:
@@ -61,26 +70,7 @@ def _client_link(name: str) -> bool:
     return name.split(".", 1)[0].startswith(("lane", "ctl"))
 
 
-def check_direction(spec: Any) -> None:
-    """Refuse a ``direction`` that means nothing for this fault (module docstring says why)."""
-    d = str(spec.direction)
-    if d == "both":
-        return
-    t = spec.type.value
-    if t == "link_down":
-        raise ValueError(f"link_down disables the proxy both ways: for a one-way cut use type black_hole "
-                         f"with direction {d}")
-    if t == "reset_peer":
-        raise ValueError("reset_peer resets the TCP connection, both ways at once: remove direction")
-    node = spec.node or ""
-    if spec.target in MEMBER_ROLES or (spec.target in BROKER_ROLES and spec.links is LinkScope.CLIENTS
-                                       and not node.startswith(("zk-", "controller-"))):
-        return
-    raise ValueError(f"direction {d} is defined on client links only (requests to_broker, responses to_client): "
-                     f"target a member, or a broker with links: clients")
-
-
-def toxics_for(spec, fault_id: str) -> list:
+def toxics_for(spec: LinkFault, fault_id: str) -> list:
     """The Toxiproxy toxics of a link fault, on the streams its ``direction`` names (``reset_peer``: upstream).
 
     ``both``: one toxic per stream; ``to_broker``: ``upstream`` only (requests); ``to_client``:
@@ -88,32 +78,29 @@ def toxics_for(spec, fault_id: str) -> list:
     """
     from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
 
-    p = spec.params
-    tox = p.get("toxicity", 1.0)
-    streams = [Stream(s) for s in STREAMS[str(getattr(spec, "direction", "both"))]]
+    tox = spec.params.toxicity
+    streams = [Stream(s) for s in STREAMS[spec.direction]]
 
     def both(kind: ToxicType, attrs: dict) -> list[Toxic]:
         return [Toxic(f"{fault_id}-{s.value}", kind, s, tox, attrs) for s in streams]
 
-    t = spec.type.value
-    if t == "black_hole":
+    if isinstance(spec, BlackHole):
         return both(ToxicType.TIMEOUT, {"timeout": 0})
-    if t == "reset_peer":
+    if isinstance(spec, ResetPeer):
         return [Toxic(f"{fault_id}-upstream", ToxicType.RESET_PEER, Stream.UPSTREAM, tox, {"timeout": 0})]
-    if t == "latency":
-        return both(ToxicType.LATENCY, {"latency": int(p["latency_ms"]), "jitter": int(p.get("jitter_ms", 0))})
-    if t == "bandwidth":
-        return both(ToxicType.BANDWIDTH, {"rate": int(p["rate_kb"])})
-    if t == "slicer":
-        return both(ToxicType.SLICER, {"average_size": int(p.get("avg_size", 64)),
-                                       "size_variation": int(p.get("size_variation", 32)),
-                                       "delay": int(p.get("delay_us", 100))})
-    if t == "limit_data":
-        return both(ToxicType.LIMIT_DATA, {"bytes": int(p["bytes"])})
-    raise ValueError(f"{t} has no toxic")
+    if isinstance(spec, Latency):
+        return both(ToxicType.LATENCY, {"latency": int(spec.params.latency_ms), "jitter": int(spec.params.jitter_ms)})
+    if isinstance(spec, Bandwidth):
+        return both(ToxicType.BANDWIDTH, {"rate": int(spec.params.rate_kb)})
+    if isinstance(spec, Slicer):
+        return both(ToxicType.SLICER, {"average_size": spec.params.avg_size,
+                                       "size_variation": spec.params.size_variation, "delay": spec.params.delay_us})
+    if isinstance(spec, LimitData):
+        return both(ToxicType.LIMIT_DATA, {"bytes": spec.params.bytes})
+    raise ValueError(f"{spec.type} has no toxic")
 
 
-def down(inj: Injection, links: list[str]) -> Active:
+def down(inj: Injection[LinkFault], links: list[str]) -> Active:
     """Proxies disabled: connections closed, new ones refused; heal: enabled again."""
     c = inj.cluster
     ports = {l: c.topology.link(l).listen_port for l in links}
@@ -136,7 +123,7 @@ def down(inj: Injection, links: list[str]) -> Active:
     return Active([], heal, refused, accepted, links)
 
 
-def toxic(inj: Injection, links: list[str]) -> Active:
+def toxic(inj: Injection[LinkFault], links: list[str]) -> Active:
     """The fault's toxics on every link; heal: removed. Evidence: what Toxiproxy itself lists.
 
     The effect holds when every link lists each of the fault's toxics on the stream it was added to
@@ -145,7 +132,7 @@ def toxic(inj: Injection, links: list[str]) -> Active:
     only, requests flow. Both texts name the direction.
     """
     c = inj.cluster
-    direction = str(getattr(inj.spec, "direction", "both"))
+    direction = inj.spec.direction.value
     if direction != "both" and not all(_client_link(l) for l in links):  # the model refuses it: a guard
         raise ValueError(f"direction {direction} on non-client links {[l for l in links if not _client_link(l)]}")
     toxics = toxics_for(inj.spec, inj.fault_id)
@@ -184,23 +171,10 @@ def toxic(inj: Injection, links: list[str]) -> Active:
     return Active([], heal, present, gone, links)
 
 
-def _inject(inj: Injection) -> list[Active]:
+def _inject(inj: Injection[LinkFault]) -> list[Active]:
     links = sorted({l for n in inj.nodes for l in links_of(inj, n)})
-    return [down(inj, links) if inj.spec.type.value == "link_down" else toxic(inj, links)]
+    return [down(inj, links) if isinstance(inj.spec, LinkDown) else toxic(inj, links)]
 
 
-def _link(name: str, summary: str, params: frozenset[str] = frozenset(), one_way: bool = True) -> FaultKind:
-    return FaultKind(name, "link", summary, _inject, targets=SINGLE_ROLES,
-                     fields=frozenset({"direction"}) if one_way else frozenset(), check=check_direction,
-                     params=params, target_error="link faults need one node or member as target, not {target}")
-
-
-register(
-    _link("link_down", "proxies disabled: connections closed, new ones refused (enabled again)", one_way=False),
-    _link("black_hole", "timeout toxic 0: data held, connections open (toxic removed)"),
-    _link("reset_peer", "connections reset (toxic removed)", one_way=False),
-    _link("latency", "latency_ms + jitter_ms (toxic removed)", frozenset({"latency_ms"})),
-    _link("bandwidth", "rate_kb (toxic removed)", frozenset({"rate_kb"})),
-    _link("slicer", "packets sliced (toxic removed)"),
-    _link("limit_data", "connection closed after bytes (toxic removed)", frozenset({"bytes"})),
-)
+for _kind in (LinkDown, BlackHole, ResetPeer, Latency, Bandwidth, Slicer, LimitData):
+    register(_kind, _inject)

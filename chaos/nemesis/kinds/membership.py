@@ -15,9 +15,9 @@ import signal
 import time
 
 from chaos.errors import InfrastructureError
-from chaos.model.target import Role
+from chaos.model.faults.membership import ChangeSubscription, SwitchProtocol
 from chaos.nemesis.evidence import Active, Evidence
-from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.kinds import Injection, register
 from chaos.nemesis.nodes import Nodes
 
 
@@ -52,7 +52,7 @@ def subscription_at_coordinator(run, member: str, topics: list[str], timeout: fl
         time.sleep(0.2)
 
 
-def change_subscription(inj: Injection) -> list[Active]:
+def change_subscription(inj: Injection[ChangeSubscription]) -> list[Active]:
     """Member subscribes to ``subscription`` (topic/extra) instead of the workload topic; heal restores it."""
     run, member = inj.run, inj.nodes[0]
     n = Nodes(inj.cluster, run)
@@ -77,25 +77,7 @@ def change_subscription(inj: Injection) -> list[Active]:
     return [Active([member], heal, lambda: subscription_at_coordinator(run, member, topics, bound), healed)]
 
 
-def _check(spec) -> None:
-    if not spec.subscription or len(set(spec.subscription)) != len(spec.subscription):
-        raise ValueError("change_subscription needs subscription: a list of distinct topic, extra "
-                         "(e.g. [topic, extra] to widen, [extra] to leave the workload topic)")
-    if set(spec.subscription) == {"topic"}:
-        raise ValueError("subscription [topic] is the member's subscription already: add extra")
-
-
-def _check_in(spec, experiment, i: int) -> None:
-    if any(c.client.value == "java" for c in experiment.workload.consumers):
-        raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
-                         "subscribes once); use client confluent-kafka or kafka-python")
-
-
-register(FaultKind(
-    "change_subscription", "membership", "a member subscribes to `subscription` (back to the topic)",
-    change_subscription, targets=frozenset({Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER}),
-    fields=frozenset({"subscription"}), check=_check, check_in=_check_in,
-    target_error="change_subscription applies to one member: target member, group_leader, random_member"))
+register(ChangeSubscription, change_subscription)
 
 
 # --------------------------------------------------------------------------- switch_protocol (KIP-848 migration)
@@ -162,7 +144,7 @@ def switched(spec, protocol):
     return ConsumerSpec.model_validate(data)
 
 
-def switch_protocol(inj: Injection) -> list[Active]:
+def switch_protocol(inj: Injection[SwitchProtocol]) -> list[Active]:
     """The member leaves cleanly (SIGTERM: LeaveGroup / a heartbeat with epoch -1), starts again under the other
     group protocol and rejoins the same group; the heal switches it back the same way.
 
@@ -197,22 +179,4 @@ def switch_protocol(inj: Injection) -> list[Active]:
                    lambda: member_protocol_at_coordinator(run, member, original.group_protocol, bound))]
 
 
-def _check_switch_in(spec, experiment, i: int) -> None:
-    if not experiment.cluster.kip848:
-        raise ValueError(f"faults.{i}: switch_protocol moves a member between the classic and the KIP-848 consumer "
-                         "protocol, which needs a KRaft cluster of Kafka 4.x: set cluster.kafka_version (e.g. 4.4.0)")
-    if spec.target is Role.MEMBER:
-        member = experiment.workload.consumers[int(spec.node.split("-")[1])]
-        if member.client.value == "kafka-python":
-            raise ValueError(f"faults.{i}: {spec.node} uses kafka-python, which has no KIP-848 consumer protocol: "
-                             "use client confluent-kafka or java")
-    elif any(c.client.value == "kafka-python" for c in experiment.workload.consumers):
-        raise ValueError(f"faults.{i}: switch_protocol on {spec.target.value} may pick a kafka-python member, which "
-                         "has no KIP-848 consumer protocol: target a member by name, or use confluent-kafka / java")
-
-
-register(FaultKind(
-    "switch_protocol", "membership",
-    "a member leaves and rejoins under the other group protocol, classic <-> consumer (back at the heal; KIP-848)",
-    switch_protocol, targets=frozenset({Role.RANDOM_MEMBER, Role.MEMBER}), check_in=_check_switch_in,
-    target_error="switch_protocol applies to one member: target member or random_member"))
+register(SwitchProtocol, switch_protocol)

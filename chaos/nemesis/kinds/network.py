@@ -9,12 +9,10 @@ affected. Heal: the rules removed.
 
 from __future__ import annotations
 
+from chaos.model.faults.network import Partition
 from chaos.model.target import Role
 from chaos.nemesis.evidence import Active
-from chaos.nemesis.kinds import FaultKind, Injection, register
-
-_BROKER_ROLES = frozenset({Role.COORDINATOR, Role.CONTROLLER, Role.LEADER, Role.RANDOM_BROKER, Role.NODE})
-_PEER_ROLES = {"coordinator", "controller", "leader", "random_broker"}
+from chaos.nemesis.kinds import Injection, register
 
 
 def partition(cluster, node: str, peers: list[str]) -> Active:
@@ -37,7 +35,7 @@ def partition(cluster, node: str, peers: list[str]) -> Active:
     return Active([node], mend, listed, gone)
 
 
-def _inject(inj: Injection) -> list[Active]:
+def _inject(inj: Injection[Partition]) -> list[Active]:
     node = inj.nodes[0]
     everyone_else = [b.node for b in inj.cluster.topology.brokers if b.node != node]
     peer = inj.spec.peer
@@ -52,28 +50,4 @@ def _inject(inj: Injection) -> list[Active]:
     return [partition(inj.cluster, node, peers)]
 
 
-def _check(spec) -> None:
-    if spec.target is Role.NODE and not str(spec.node).startswith("broker-"):
-        raise ValueError("partition cuts brokers from brokers: target coordinator, controller, leader, "
-                         "random_broker or a node broker-N")
-    if spec.peer is not None and not (spec.peer.startswith("broker-") or spec.peer in _PEER_ROLES):
-        raise ValueError(f"peer {spec.peer!r}: a broker (broker-N) or coordinator, controller, leader, random_broker")
-
-
-def _check_in(spec, experiment, i: int) -> None:
-    # On KRaft a broker reaches the controllers on their own listener, through the quorum proxies, never on the
-    # inter-broker listener these rules cut: "cut from the controller" would cut nothing that matters (or, with
-    # isolated controllers, name a node that is no broker)
-    controller_roles = {Role.CONTROLLER, Role.ACTIVE_CONTROLLER}
-    if experiment.cluster.kraft and (spec.target in controller_roles or spec.peer in {r.value for r in controller_roles}):
-        raise ValueError(f"faults.{i}: on KRaft a broker reaches the controllers through its quorum links, not the "
-                         "inter-broker listener a partition cuts: use type link_down with links: quorum on the broker "
-                         "(see broker-isolated-from-quorum), or a broker peer")
-
-
-register(FaultKind(
-    "partition", "network", "broker<->broker traffic cut pair-wise at the network level (rules removed)",
-    _inject, targets=_BROKER_ROLES, fields=frozenset({"peer"}), check=_check, check_in=_check_in,
-    capability="pair_partition",
-    target_error="partition cuts brokers from brokers: target coordinator, controller, leader, random_broker "
-                 "or a node broker-N"))
+register(Partition, _inject)

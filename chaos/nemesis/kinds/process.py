@@ -10,12 +10,11 @@ from __future__ import annotations
 import signal
 import time
 
-from chaos.model.target import MEMBER_ROLES, Role
+from chaos.model.backend import BackendName
+from chaos.model.faults.process import Bounce, Kill, Pause, Restart, Terminate
 from chaos.nemesis.evidence import Active, states_text, tree_states
-from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.kinds import Injection, register
 from chaos.nemesis.nodes import Nodes
-
-_ANY_PROCESS = frozenset(Role) - {Role.TOPIC}
 
 
 def _stop(inj: Injection, node: str, restart_at_once: bool, sig: signal.Signals) -> Active:
@@ -61,7 +60,7 @@ def _pause(inj: Injection, node: str) -> Active:
             inj.cluster.resume(node)
 
     def paused():
-        if not n.is_member(node) and inj.cluster.backend_name == "docker":
+        if not n.is_member(node) and inj.cluster.backend_name == BackendName.DOCKER:
             # docker pause = cgroup freezer: frozen tasks show D, not T; the engine's State.Paused is the evidence
             st = settled_state(pid, psutil.STATUS_STOPPED)
             frozen = inj.cluster.is_paused(node)
@@ -82,15 +81,8 @@ def _each(fn):
     return lambda inj: [fn(inj, node) for node in inj.nodes]
 
 
-register(
-    FaultKind("kill", "process", "SIGKILL (restart after duration_s)",
-              _each(lambda inj, node: _stop(inj, node, False, signal.SIGKILL)), targets=_ANY_PROCESS),
-    FaultKind("terminate", "process", "SIGTERM: clean shutdown (restart after duration_s)",
-              _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)), targets=_ANY_PROCESS),
-    FaultKind("pause", "process", "SIGSTOP (SIGCONT after duration_s)", _each(_pause), targets=_ANY_PROCESS),
-    FaultKind("restart", "process", "SIGKILL and start again at once",
-              _each(lambda inj, node: _stop(inj, node, True, signal.SIGKILL)), targets=_ANY_PROCESS),
-    FaultKind("bounce", "process", "a member leaves cleanly and rejoins after duration_s (provokes rebalances)",
-              _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)), targets=MEMBER_ROLES,
-              target_error="bounce applies to members: use target member, group_leader, random_member"),
-)
+register(Kill, _each(lambda inj, node: _stop(inj, node, False, signal.SIGKILL)))
+register(Terminate, _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)))
+register(Pause, _each(_pause))
+register(Restart, _each(lambda inj, node: _stop(inj, node, True, signal.SIGKILL)))
+register(Bounce, _each(lambda inj, node: _stop(inj, node, False, signal.SIGTERM)))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import signal
 import time
 
-from chaos.model.target import Role
+from chaos.model.faults.topology import AddPartitions, RollingRestart
 from chaos.nemesis.evidence import Active
-from chaos.nemesis.kinds import FaultKind, Injection, register
+from chaos.nemesis.kinds import Injection, register
 from chaos.nemesis.nodes import Nodes
 
 
-def add_partitions(inj: Injection) -> list[Active]:
+def add_partitions(inj: Injection[AddPartitions]) -> list[Active]:
     """CreatePartitions to ``partitions`` in total (permanent: Kafka cannot shrink a topic)."""
     run, total = inj.run, inj.spec.partitions
     admin = run.admin
@@ -34,7 +34,7 @@ def add_partitions(inj: Injection) -> list[Active]:
     return [Active([run.topic], lambda: None, grown, grown)]
 
 
-def rolling_restart(inj: Injection) -> list[Active]:
+def rolling_restart(inj: Injection[RollingRestart]) -> list[Active]:
     """Each node in turn: SIGTERM (controlled shutdown / LeaveGroup), start again, wait until back;
     ``duration_s`` spread over the nodes. Stops early when the chaos phase ends."""
     n = Nodes(inj.cluster, inj.run)
@@ -64,16 +64,5 @@ def rolling_restart(inj: Injection) -> list[Active]:
     return [Active(done, start_all, all_back, all_back)]
 
 
-def _check_add(spec) -> None:
-    if not spec.partitions:
-        raise ValueError("add_partitions needs target: topic and partitions: N (the new total)")
-
-
-register(
-    FaultKind("add_partitions", "topology", "topic grows to partitions (permanent: not undoable in Kafka)",
-              add_partitions, targets=frozenset({Role.TOPIC}), fields=frozenset({"partitions"}), check=_check_add,
-              target_error="add_partitions needs target: topic and partitions: N (the new total)"),
-    FaultKind("rolling_restart", "topology", "every broker (or member) restarted in turn", rolling_restart,
-              targets=frozenset({Role.ALL_BROKERS, Role.ALL_MEMBERS}),
-              target_error="rolling_restart needs target all_brokers or all_members"),
-)
+register(AddPartitions, add_partitions)
+register(RollingRestart, rolling_restart)

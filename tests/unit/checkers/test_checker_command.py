@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from chaos.checkers.command import check
 from chaos.checkers.judge import judge_run
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import EventWriter, Kind
+from chaos.model.checker_name import CheckerName
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import BrokerLogEvent, CommittedOffsets, read_history
+from chaos.model.checker_name import CheckerName
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 MANIFEST = yaml.safe_load((FIXTURES / "MANIFEST.yaml").read_text())

@@ -8,10 +8,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
-from chaos.checkers.simulation import CAUGHT_BY, Mutation, SimulationSpec, mutate, simulate
+from chaos.checkers.result import Validity
 from chaos.history import Consumed
+from chaos.model.checker_name import CheckerName
 from chaos.model.workload import Assignor
+from tests.simulation import CAUGHT_BY, Mutation, SimulationSpec, mutate, simulate
 
 specs = st.builds(
     SimulationSpec,

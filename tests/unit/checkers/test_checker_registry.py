@@ -10,10 +10,11 @@ from chaos.checkers import CheckerBounds
 from chaos.checkers.bounds import resolve
 from chaos.checkers.index import index_of
 from chaos.checkers.registry import CHECKERS, parse_names, run_checkers
-from chaos.checkers.result import CheckerName, Result, Validity, merge_validity
-from chaos.checkers.simulation import SimulationSpec, simulate
+from chaos.checkers.result import Result, Validity, merge_validity
 from chaos.errors import UsageError
 from chaos.history import MemberStart, read_history
+from chaos.model.checker_name import CheckerName
+from tests.simulation import SimulationSpec, simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import Header, History, from_dict
+from chaos.model.checker_name import CheckerName
 
 HEADER = Header(1, "t", 0, {}, {}, {})
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Result, Validity
+from chaos.checkers.result import Result, Validity
 from chaos.history import Header, History, from_dict, read_history
+from chaos.model.checker_name import CheckerName
 
 REAL = (Path(__file__).resolve().parents[3] / "fixtures" / "histories" / "real"
         / "auto-commit-coordinator-moves-back-c6b984d4a7.jsonl")

@@ -8,9 +8,10 @@ from pathlib import Path
 from chaos.checkers import incidents
 from chaos.checkers.bounds import CheckerBounds
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import CommittedOffsets, Event, GroupStateSample, History, MemberStart, read_history
 from chaos.history.event import GroupMember, MemberClient
+from chaos.model.checker_name import CheckerName
 from chaos.model.workload import Client
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"

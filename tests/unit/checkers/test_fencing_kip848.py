@@ -18,8 +18,9 @@ from chaos.checkers import fencing
 from chaos.checkers.coordinator import member_timelines
 from chaos.checkers.index import index_of
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import Commit, Header, History, from_dict, read_history
+from chaos.model.checker_name import CheckerName
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 MS = 1_000_000

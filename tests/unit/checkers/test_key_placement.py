@@ -13,8 +13,9 @@ import pytest
 
 from chaos.checkers.key_placement import keyed_producers, murmur2, partition_for_key, to_positive
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Result, Validity
+from chaos.checkers.result import Result, Validity
 from chaos.history import read_history
+from chaos.model.checker_name import CheckerName
 from chaos.model.workload import Partitioner, ProducerSpec
 from chaos.workload.producer import key_stream
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from chaos.checkers.registry import CHECKERS, run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import History, read_history
+from chaos.model.checker_name import CheckerName
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 sys.path.insert(0, str(FIXTURES))

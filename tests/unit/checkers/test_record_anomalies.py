@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from chaos.checkers.registry import CHECKERS, run_checkers
-from chaos.checkers.result import CheckerName, Result, Validity
-from chaos.checkers.simulation import SimulationSpec, simulate
+from chaos.checkers.result import Result, Validity
 from chaos.history import Assigned, Consumed, Event, FinalRead, History, Revoked, SendOk, read_history
+from chaos.model.checker_name import CheckerName
+from tests.simulation import SimulationSpec, simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "histories"
 RECORDED = FIXTURES / "recorded"

@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import read_history
+from chaos.model.checker_name import CheckerName
 
 RECORDED = Path(__file__).resolve().parents[3] / "fixtures" / "histories" / "recorded"
 MANIFEST = yaml.safe_load((RECORDED / "RECORDED.yaml").read_text())

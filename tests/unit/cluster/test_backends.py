@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import Capability, Cluster, NetworkDisconnectable, PairPartitionable, Pausable, firewall, new_cluster
+from chaos.cluster import Cluster, NetworkDisconnectable, PairPartitionable, Pausable, firewall, new_cluster
 from chaos.cluster.container_cluster import DockerCluster
 from chaos.cluster.kafka_cluster import KafkaCluster, new_cluster_id
 from chaos.cluster.local import LocalCluster
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.errors import UsageError
+from chaos.model.backend import Capability
 from chaos.model.cluster import ClusterSpec
 
 KAFKA = KafkaRuntime("3.9.1", Path("/nonexistent/kafka"))

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.checkers.simulation import SimulationSpec, simulate
 from chaos.errors import UsageError
 from chaos.history import EVENT_CLASS, Event, Kind, SchemaError, from_dict, read_history, reader, to_dict, write_history
 from chaos.history import event as schema
+from tests.simulation import SimulationSpec, simulate
 
 EXTRA = {  # kinds the simulation does not write, and optional fields it leaves at their defaults
     "send_fail": {"topic": "t", "key": "k", "value": "v", "error_code": 19, "error_name": "NOT_ENOUGH_REPLICAS"},
@@ -31,7 +31,8 @@ EXTRA = {  # kinds the simulation does not write, and optional fields it leaves 
     "error": {"message": "boom", "error_code": None, "error_name": None, "fatal": False, "ts_uncertain_ns": 5,
               "log_ref": "workers/consumer-1.log:3"},
     "fault_start": {"fault_id": "f1", "fault_type": "pause", "target_role": "consumer", "node": "consumer-1",
-                    "params": {"ms": 100, "nested": [1, {"a": None}]}, "trigger": "time"},
+                    "params": {"ms": 100, "nested": [1, {"a": None}]}, "trigger": "time",
+                    "traits": ["takes_target_out"]},
     "group_state": {"group": "g", "state": "Reconciling", "coordinator": 2, "protocol": "uniform", "generation": 4,
                     "members": [{"member_id": "m", "instance_id": "i", "client_id": "c", "host": "",
                                  "assignment": [["t", 0]], "subscription": ["t"], "member_epoch": 3,

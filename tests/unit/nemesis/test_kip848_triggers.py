@@ -24,7 +24,7 @@ from chaos.errors import UsageError
 from chaos.experiment import catalogue, parse_experiment
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
-from chaos.model.experiment import Trigger
+from chaos.model.trigger import Trigger
 from chaos.nemesis.interpreter import kip848_landing, landing, trigger_match
 from chaos.nemesis.watch import LiveWatch, Signal
 

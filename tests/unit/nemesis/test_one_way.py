@@ -7,7 +7,8 @@ import pytest
 from chaos.cluster.toxiproxy import Stream, ToxicType
 from chaos.errors import UsageError
 from chaos.experiment import parse_experiment
-from chaos.model.experiment import Direction, FaultSpec
+from chaos.model.faults.link import BlackHole, Direction
+from chaos.model.faults.process import Kill
 from chaos.nemesis.kinds import Injection
 from chaos.nemesis.kinds.link import toxic, toxics_for
 
@@ -59,8 +60,8 @@ def test_broker_targets_take_a_direction_on_their_client_lanes_only():
     (dict(type="link_down"), "link_down disables the proxy both ways: for a one-way cut use type black_hole "
                              "with direction to_client"),
     (dict(type="reset_peer"), "reset_peer resets the TCP connection, both ways at once: remove direction"),
-    (dict(type="kill"), "direction applies to type bandwidth or black_hole or latency or limit_data or slicer only "
-                        r"\(link faults\), not kill"),
+    (dict(type="kill"), r"direction applies to link faults only \(bandwidth, black_hole, latency, limit_data, "
+                        r"link_down, reset_peer, slicer\), not kill"),
     (dict(type="pause"), "not pause"),
 ])
 def test_a_direction_that_means_nothing_is_refused_at_load_time_in_one_line(kw, message):
@@ -69,12 +70,15 @@ def test_a_direction_that_means_nothing_is_refused_at_load_time_in_one_line(kw, 
     assert "\n" not in str(err.value)
 
 
-def test_direction_both_is_accepted_everywhere_and_unknown_values_are_refused():
-    assert fault(type="link_down", target="coordinator", direction="both").direction is Direction.BOTH
-    assert fault(type="kill", target="coordinator", direction="both").direction is Direction.BOTH
+def test_direction_both_is_accepted_by_every_link_kind_and_unknown_values_are_refused():
+    for kind in ("link_down", "black_hole", "reset_peer", "slicer"):
+        assert fault(type=kind, target="coordinator", direction="both").direction is Direction.BOTH
+    with pytest.raises(UsageError, match="direction applies to link faults only"):  # a kill owns no direction
+        fault(type="kill", target="coordinator", direction="both")
     with pytest.raises(UsageError, match=r"faults\.0\.direction: Input should be 'both', 'to_broker' or 'to_client'"):
         fault(type="black_hole", target="member", node="consumer-0", direction="in")
-    assert FaultSpec.model_json_schema()["properties"]["direction"]["default"] == "both"
+    assert BlackHole.model_json_schema()["properties"]["direction"]["default"] == "both"
+    assert "direction" not in Kill.model_json_schema()["properties"]
 
 
 class Cluster:

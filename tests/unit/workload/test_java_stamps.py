@@ -16,11 +16,12 @@ import orjson
 import pytest
 
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import Commit, ErrorEvent, MemberStop, read_history
 from chaos.history.event import Kind
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
+from chaos.model.checker_name import CheckerName
 from chaos.workload.clients.client_log import ClientLog
 from chaos.workload.clients.java import Translator
 

@@ -12,10 +12,11 @@ import pytest
 
 from chaos.checkers.index import fmt_tp
 from chaos.checkers.registry import run_checkers
-from chaos.checkers.result import CheckerName, Validity
+from chaos.checkers.result import Validity
 from chaos.history import Consumed, History, read_history
 from chaos.history.event import REPORTS_INCOMPLETE, ErrorEvent, from_dict
 from chaos.history.merge import merge_run
+from chaos.model.checker_name import CheckerName
 from chaos.model.workload import ConsumerSpec
 from chaos.workload import processed_reports
 from chaos.workload.processed_reports import RawReport, translate

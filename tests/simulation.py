@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from chaos.checkers.result import CheckerName
 from chaos.history import (
     Assigned,
     BrokerLog,
@@ -54,6 +53,7 @@ from chaos.history import (
     SendOk,
     VerificationStage,
 )
+from chaos.model.checker_name import CheckerName
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
 from chaos.outcome import Outcome
 

@@ -1,0 +1,78 @@
+"""Membership faults: a member changes its subscription (``change_subscription``) or its group protocol
+(``switch_protocol``) and back, or crashes and is replaced by a fresh process (``crash_replace``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import model_validator
+
+from chaos.model.fault_traits import FaultTrait
+from chaos.model.faults.base import Family, FaultSpec
+from chaos.model.target import MEMBER_ROLES, Role
+from chaos.model.workload import Client
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.model.experiment import Experiment
+
+
+class _MembershipFault(FaultSpec):
+    family: ClassVar[Family] = "membership"
+
+
+class ChangeSubscription(_MembershipFault):
+    type: Literal["change_subscription"]
+    summary: ClassVar[str] = "a member subscribes to `subscription` (back to the topic)"
+    targets: ClassVar[frozenset[Role]] = frozenset({Role.GROUP_LEADER, Role.RANDOM_MEMBER, Role.MEMBER})
+    target_error: ClassVar[str | None] = ("change_subscription applies to one member: target member, group_leader, "
+                                         "random_member")
+    traits: ClassVar[frozenset[FaultTrait]] = frozenset({FaultTrait.CHANGES_SUBSCRIPTION})
+
+    #: the member's new subscription — ``topic`` (the workload topic) and/or ``extra`` (a second topic of the run,
+    #: created on first use, never produced to)
+    subscription: tuple[Literal["topic", "extra"], ...]
+
+    @model_validator(mode="after")
+    def _distinct_and_new(self) -> ChangeSubscription:
+        if not self.subscription or len(set(self.subscription)) != len(self.subscription):
+            raise ValueError("change_subscription needs subscription: a list of distinct topic, extra "
+                             "(e.g. [topic, extra] to widen, [extra] to leave the workload topic)")
+        if set(self.subscription) == {"topic"}:
+            raise ValueError("subscription [topic] is the member's subscription already: add extra")
+        return self
+
+    def check_in(self, experiment: Experiment, i: int) -> None:
+        if any(c.client is Client.JAVA for c in experiment.workload.consumers):
+            raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
+                             "subscribes once); use client confluent-kafka or kafka-python")
+
+
+class SwitchProtocol(_MembershipFault):
+    type: Literal["switch_protocol"]
+    summary: ClassVar[str] = ("a member leaves and rejoins under the other group protocol, classic <-> consumer "
+                              "(back at the heal; KIP-848)")
+    targets: ClassVar[frozenset[Role]] = frozenset({Role.RANDOM_MEMBER, Role.MEMBER})
+    target_error: ClassVar[str | None] = "switch_protocol applies to one member: target member or random_member"
+
+    def check_in(self, experiment: Experiment, i: int) -> None:
+        if not experiment.cluster.kip848:
+            raise ValueError(f"faults.{i}: switch_protocol moves a member between the classic and the KIP-848 "
+                             "consumer protocol, which needs a KRaft cluster of Kafka 4.x: set cluster.kafka_version "
+                             "(e.g. 4.4.0)")
+        if self.target is Role.MEMBER:
+            member = experiment.workload.consumers[int(str(self.node).split("-")[1])]
+            if member.client is Client.KAFKA_PYTHON:
+                raise ValueError(f"faults.{i}: {self.node} uses kafka-python, which has no KIP-848 consumer "
+                                 "protocol: use client confluent-kafka or java")
+        elif any(c.client is Client.KAFKA_PYTHON for c in experiment.workload.consumers):
+            raise ValueError(f"faults.{i}: switch_protocol on {self.target.value} may pick a kafka-python member, "
+                             "which has no KIP-848 consumer protocol: target a member by name, or use "
+                             "confluent-kafka / java")
+
+
+class CrashReplace(_MembershipFault):
+    type: Literal["crash_replace"]
+    summary: ClassVar[str] = "a member is SIGKILLed and a fresh process joins in its place (none to undo)"
+    targets: ClassVar[frozenset[Role]] = MEMBER_ROLES
+    target_error: ClassVar[str | None] = ("crash_replace applies to members: use target member, group_leader, "
+                                         "random_member, all_members")

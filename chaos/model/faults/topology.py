@@ -1,0 +1,33 @@
+"""Topology faults: the workload topic grows (``add_partitions``); every broker or member restarted in turn
+(``rolling_restart``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from chaos.model.fault_traits import FaultTrait
+from chaos.model.faults.base import Family, FaultSpec
+from chaos.model.target import Role
+from chaos.model.workload import MAX_PARTITIONS
+
+
+class AddPartitions(FaultSpec):
+    type: Literal["add_partitions"]
+    family: ClassVar[Family] = "topology"
+    summary: ClassVar[str] = "topic grows to partitions (permanent: not undoable in Kafka)"
+    targets: ClassVar[frozenset[Role]] = frozenset({Role.TOPIC})
+    target_error: ClassVar[str | None] = "add_partitions needs target: topic and partitions: N (the new total)"
+    traits: ClassVar[frozenset[FaultTrait]] = frozenset({FaultTrait.CHANGES_PARTITION_COUNT})
+
+    #: the topic's new partition count (the total, not the number added)
+    partitions: Annotated[int, Field(ge=1, le=MAX_PARTITIONS)]
+
+
+class RollingRestart(FaultSpec):
+    type: Literal["rolling_restart"]
+    family: ClassVar[Family] = "topology"
+    summary: ClassVar[str] = "every broker (or member) restarted in turn"
+    targets: ClassVar[frozenset[Role]] = frozenset({Role.ALL_BROKERS, Role.ALL_MEMBERS})
+    target_error: ClassVar[str | None] = "rolling_restart needs target all_brokers or all_members"
