@@ -697,6 +697,10 @@ class KafkaCluster:
         self._topology().link(link)
         self._proxy().add_toxic(link, toxic)
 
+    def toxics(self, link: str) -> list[dict[str, Any]]:
+        """The toxics on ``link`` as Toxiproxy's API lists them (``GET /proxies/<link>/toxics``)."""
+        return self._proxy().toxics(link)
+
     def remove_toxic(self, link: str, name: str) -> None:
         self._proxy().remove_toxic(link, name)
 

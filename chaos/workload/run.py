@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
@@ -349,11 +350,23 @@ class WorkloadRun:
             time.sleep(0.25)
         return False
 
-    def _high_watermarks(self) -> dict[int, int]:
+    def _high_watermarks(self, timeout: float = 30.0) -> dict[int, int]:
+        """Each partition's high watermark, asked of its leader (ListOffsets).
+
+        Asked again (bounded) while the answer is an error: right after a fault's heal a restarted broker takes its
+        preferred leaderships back, and a query sent on the metadata from before is answered
+        NOT_LEADER_FOR_PARTITION (librdkafka's ``get_watermark_offsets`` does not retry it; a fresh-clone run's
+        README example failed on it).
+        """
         c = Consumer({"bootstrap.servers": self.cluster.bootstrap("ctl"), "group.id": f"wm-{self.run_id}",
                       "enable.auto.commit": False, "log_level": 0})
+        deadline = time.monotonic() + timeout
+
+        def high(p: int) -> int:
+            return int(c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1])
+
         try:
-            return {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
+            return {p: retry(partial(high, p), deadline, f"the high watermark of {self.topic}-{p}")
                     for p in range(self.spec.partitions)}
         finally:
             c.close()

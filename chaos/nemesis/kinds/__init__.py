@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from chaos.errors import InfrastructureError
 from chaos.model.backend import Capability
 from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults import FaultSpec, declarations
@@ -27,7 +28,10 @@ from chaos.model.faults.base import Family
 from chaos.model.target import Role
 
 if TYPE_CHECKING:  # pragma: no cover
+    from chaos.cluster.kafka_cluster import KafkaCluster
+    from chaos.cluster.topology import Topology
     from chaos.nemesis.evidence import Active
+    from chaos.workload.run import WorkloadRun
 
 S = TypeVar("S", bound=FaultSpec)
 
@@ -39,20 +43,25 @@ class Injection(Generic[S]):
     ``spec`` is the kind's own model (its fields and params typed); ``nodes`` are the resolved targets;
     ``resolve(role)`` resolves another role now (a partition's peer); ``cancel`` is set when the chaos phase ends
     (a long fault such as a rolling restart stops early). A kind that knows the instant its fault took hold (a
-    signal sent) sets ``effect_ns``. ``cluster`` is a started :class:`chaos.cluster.Cluster` and ``run`` the
-    :class:`chaos.workload.run.WorkloadRun` (None for node-only faults outside a workload): typed ``Any`` because
-    the injections use backend methods beyond the protocol (``KafkaCluster``'s) and the model layer must not
-    import them.
+    signal sent) sets ``effect_ns``. ``cluster`` is a started cluster and ``run`` the workload run (None for a
+    node-only fault outside a workload, :class:`chaos.nemesis.faults.Primitives`).
     """
 
-    cluster: Any
-    run: Any
+    cluster: KafkaCluster
+    run: WorkloadRun
     fault_id: str
     spec: S
     nodes: list[str]
     cancel: threading.Event
     resolve: Callable[[Role], list[str]]
     effect_ns: int | None = None
+
+    @property
+    def topology(self) -> Topology:
+        """The started cluster's topology (nodes, links, addresses)."""
+        if self.cluster.topology is None:
+            raise InfrastructureError(f"{self.fault_id}: the cluster is not started")
+        return self.cluster.topology
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def links_of(inj: Injection[LinkFault], node: str) -> list[str]:
     if inj.spec.links is LinkScope.ZOOKEEPER:
         return [l for l in own if l.startswith(f"{node}.zk-")]
     if inj.spec.links is LinkScope.QUORUM:  # KRaft: every link from the broker to a voter (docs/architecture.md)
-        voters = {c.node for c in c.topology.controllers}
+        voters = {v.node for v in inj.topology.controllers}
         return [l for l in own if l.split(".", 1)[0] == node and l.split(".", 1)[1] in voters]
     if inj.spec.links is LinkScope.CLIENTS:
         return [l for l in own if l.startswith("lane")]
@@ -103,8 +103,8 @@ def toxics_for(spec: LinkFault, fault_id: str) -> list:
 def down(inj: Injection[LinkFault], links: list[str]) -> Active:
     """Proxies disabled: connections closed, new ones refused; heal: enabled again."""
     c = inj.cluster
-    ports = {l: c.topology.link(l).listen_port for l in links}
-    host = c.topology.address("toxiproxy")
+    ports = {l: inj.topology.link(l).listen_port for l in links}
+    host = inj.topology.address("toxiproxy")
     for l in links:
         c.link_down(l)
 
@@ -146,7 +146,7 @@ def toxic(inj: Injection[LinkFault], links: list[str]) -> Active:
 
     def listed(l: str) -> dict[str, str]:
         """This fault's toxics on ``l`` as Toxiproxy lists them: name -> stream."""
-        return {t["name"]: str(t.get("stream")) for t in c.proxy_api.toxics(l) if t["name"] in want}
+        return {t["name"]: str(t.get("stream")) for t in c.toxics(l) if t["name"] in want}
 
     def heal() -> None:
         for l in links:

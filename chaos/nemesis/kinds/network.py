@@ -37,7 +37,7 @@ def partition(cluster, node: str, peers: list[str]) -> Active:
 
 def _inject(inj: Injection[Partition]) -> list[Active]:
     node = inj.nodes[0]
-    everyone_else = [b.node for b in inj.cluster.topology.brokers if b.node != node]
+    everyone_else = [b.node for b in inj.topology.brokers if b.node != node]
     peer = inj.spec.peer
     if peer is None:
         peers = everyone_else

@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 import time
 
+from chaos.cluster import Pausable
+from chaos.errors import InfrastructureError
 from chaos.model.backend import BackendName
 from chaos.model.faults.process import Bounce, Kill, Pause, Restart, Terminate
 from chaos.nemesis.evidence import Active, states_text, tree_states
@@ -48,16 +50,19 @@ def _pause(inj: Injection, node: str) -> Active:
 
     n = Nodes(inj.cluster, inj.run)
     pid, tree = n.pid(node), n.tree(node)
+    cluster = inj.cluster
     if n.is_member(node):
         inj.run.kill_member(node, signal.SIGSTOP)
-    else:
-        inj.cluster.pause(node)
+    elif isinstance(cluster, Pausable):
+        cluster.pause(node)
+    else:  # the runner refuses the fault first (Capability.PAUSE): a guard
+        raise InfrastructureError(f"{node}: the {cluster.backend_name} backend cannot pause a node")
 
     def resume() -> None:
         if n.is_member(node):
             inj.run.kill_member(node, signal.SIGCONT)
-        else:
-            inj.cluster.resume(node)
+        elif isinstance(cluster, Pausable):
+            cluster.resume(node)
 
     def paused():
         if not n.is_member(node) and inj.cluster.backend_name == BackendName.DOCKER:

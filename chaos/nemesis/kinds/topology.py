@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
+from chaos.errors import InfrastructureError
 from chaos.model.faults.topology import AddPartitions, RollingRestart
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import Injection, register
@@ -16,6 +17,8 @@ def add_partitions(inj: Injection[AddPartitions]) -> list[Active]:
     """CreatePartitions to ``partitions`` in total (permanent: Kafka cannot shrink a topic)."""
     run, total = inj.run, inj.spec.partitions
     admin = run.admin
+    if admin is None:
+        raise InfrastructureError(f"{inj.fault_id}: the workload has not started (no admin client)")
     before = len(admin.partitions(run.topic))
     admin.create_partitions(run.topic, total)
 
