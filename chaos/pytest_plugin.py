@@ -39,12 +39,12 @@ from pathlib import Path
 
 import pytest
 
+from chaos.model.backend import BackendName  # an enum alone: nothing heavy is imported with the plugin
+
 _ITEM_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from chaos.model.backend import BackendName  # an enum alone: nothing heavy is imported with the plugin
-
     group = parser.getgroup("chaos", "kafka-chaos")
     group.addoption("--chaos-backend", default=None, choices=[b.value for b in BackendName],
                     help="cluster backend [ini chaos_backend]")
@@ -62,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run on this running local cluster (`chaos cluster up --like EXPERIMENT`) instead of "
                          "starting one: the shared cluster, and every run_experiment's [ini chaos_cluster]")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow (nightly-size)")
-    parser.addini("chaos_backend", "cluster backend", default="local")
+    parser.addini("chaos_backend", "cluster backend", default=BackendName.LOCAL.value)
     parser.addini("chaos_seed", "seed of the fault schedules", default="1")
     parser.addini("chaos_runs", "runs per run_experiment call", default="1")
     # empty: the experiments' own versions, and 3.9.1 for the shared cluster
@@ -139,7 +139,7 @@ def _check_attach(config: pytest.Config, name: str) -> None:
     if version is not None and version != spec.kafka_version:
         raise pytest.UsageError(f"--chaos-cluster {name} runs Kafka {spec.kafka_version}, not {version}: drop "
                                 "--chaos-kafka-version or start a cluster of that version")
-    if _opt(config, "--chaos-backend", "chaos_backend") not in (None, "", "local"):
+    if _opt(config, "--chaos-backend", "chaos_backend") not in (None, "", BackendName.LOCAL):
         raise pytest.UsageError("--chaos-cluster attaches a local cluster: drop --chaos-backend docker")
 
 

@@ -112,7 +112,7 @@ class ClusterPool:
         self._pinned: set[str] = set()
         self._engine: DockerEngine | None = None  # our dockerd, started on the first docker cluster, stopped by close()
 
-    def get(self, spec: ClusterSpec, pin: bool = False, backend: str = "local") -> Cluster:
+    def get(self, spec: ClusterSpec, pin: bool = False, backend: str = BackendName.LOCAL) -> Cluster:
         """A started, healed cluster of ``spec``; a pinned one is never evicted for another shape."""
         backend = self.backend or backend
         if self.attach is not None:

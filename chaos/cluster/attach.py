@@ -55,7 +55,7 @@ def attachable(name: str) -> Path:
                   if (d / ATTACH_STATE).is_file() and d.stat().st_uid == os.getuid() and session_running(d))
     d = root / name
     if name in mine:
-        backend = read_state(d).get("backend", "local")
+        backend = read_state(d).get("backend", BackendName.LOCAL.value)
         if backend != BackendName.LOCAL:  # its containers are driven by the engine that made them
             raise UsageError(f"--cluster {name}: that cluster runs on the {backend} backend; --cluster attaches local "
                              "clusters (`chaos cluster up`)")

@@ -81,6 +81,7 @@ from chaos.cluster.images import JAVA, KAFKA_LIBS, TOXIPROXY_BIN, Images, ensure
 from chaos.cluster.kafka_cluster import KafkaCluster, NetworkDisconnecting, PairPartitioning, Pausing
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
 from chaos.errors import InfrastructureError, UsageError
+from chaos.model.backend import BackendName
 from chaos.model.cluster import ClusterSpec
 
 
@@ -430,7 +431,7 @@ class ContainerNodes:
 class DockerCluster(Pausing, PairPartitioning, NetworkDisconnecting):
     """A real cluster of containers; use as a context manager (see module doc)."""
 
-    backend_name = "docker"
+    backend_name = BackendName.DOCKER.value
 
     def __init__(self, spec: ClusterSpec | None = None, *, docker_host: str | None = None,
                  kafka: KafkaRuntime | None = None, toxiproxy: ToxiproxyRuntime | None = None,

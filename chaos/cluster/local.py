@@ -34,7 +34,7 @@ from chaos.cluster.kafka_cluster import (
     zk_mode,
 )
 from chaos.cluster.runtime import KafkaRuntime, ToxiproxyRuntime
-from chaos.model.backend import Capability
+from chaos.model.backend import BackendName, Capability
 from chaos.model.cluster import ClusterSpec
 from chaos.process import log_excerpt
 
@@ -149,7 +149,7 @@ class LocalCluster(Pausing, PairPartitioning):
     ...     cluster.kill(cluster.coordinator_of("g"))
     """
 
-    backend_name = "local"
+    backend_name = BackendName.LOCAL.value
     missing = {Capability.NETWORK_DISCONNECT: "local processes share one network: use --backend docker"}
 
     def __init__(self, spec: ClusterSpec | None = None, *, detached: bool = False,
