@@ -372,12 +372,11 @@ class Nemesis:
             if woke is not None:
                 rec.wake_lag_ms = round((woke - sig.seen_ns) / 1e6, 2)
                 rec.inject_ms = round((effect_ns - woke) / 1e6, 2)
-        # the kind's typed params as in effect (defaults included), and what the nemesis measured
-        own = pf.spec.params.model_dump(mode="json") if isinstance(pf.spec, LinkFault) else {}
-        params: dict[str, Any] = {**own, "trigger_to_effect_ms": rec.trigger_to_effect_ms,
-                                  "links": rec.links, "duration_s": pf.spec.duration_s}
+        params: dict[str, Any] = {"trigger_to_effect_ms": rec.trigger_to_effect_ms, "links": rec.links,
+                                  "duration_s": pf.spec.duration_s}
         if isinstance(pf.spec, LinkFault):
-            params["direction"] = rec.direction
+            # the kind's typed params as in effect (defaults included), first, and which way it acts
+            params = {**pf.spec.params.model_dump(mode="json"), **params, "direction": rec.direction}
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
                          fault_type=pf.spec.type, target_role=pf.spec.target.value,
                          node=",".join(nodes), params=params, trigger=rec.trigger,

@@ -15,24 +15,22 @@ _OUT = frozenset({FaultTrait.TAKES_TARGET_OUT})
 class _ProcessFault(FaultSpec):
     family: ClassVar[Family] = "process"
     targets: ClassVar[frozenset[Role]] = ANY_PROCESS
+    traits: ClassVar[frozenset[FaultTrait]] = _OUT
 
 
 class Kill(_ProcessFault):
     type: Literal["kill"]
     summary: ClassVar[str] = "SIGKILL (restart after duration_s)"
-    traits: ClassVar[frozenset[FaultTrait]] = _OUT
 
 
 class Terminate(_ProcessFault):
     type: Literal["terminate"]
     summary: ClassVar[str] = "SIGTERM: clean shutdown (restart after duration_s)"
-    traits: ClassVar[frozenset[FaultTrait]] = _OUT
 
 
 class Pause(_ProcessFault):
     type: Literal["pause"]
     summary: ClassVar[str] = "SIGSTOP (SIGCONT after duration_s)"
-    traits: ClassVar[frozenset[FaultTrait]] = _OUT
 
 
 class Restart(_ProcessFault):
@@ -40,6 +38,7 @@ class Restart(_ProcessFault):
 
     type: Literal["restart"]
     summary: ClassVar[str] = "SIGKILL and start again at once"
+    traits: ClassVar[frozenset[FaultTrait]] = frozenset()
 
 
 class Bounce(_ProcessFault):
@@ -47,4 +46,3 @@ class Bounce(_ProcessFault):
     summary: ClassVar[str] = "a member leaves cleanly and rejoins after duration_s (provokes rebalances)"
     targets: ClassVar[frozenset[Role]] = MEMBER_ROLES
     target_error: ClassVar[str | None] = "bounce applies to members: use target member, group_leader, random_member"
-    traits: ClassVar[frozenset[FaultTrait]] = _OUT
