@@ -6,7 +6,8 @@ text is the checkers' explanation. The library does the work; nothing heavy is
 imported until a fixture is used.
 
 Fixtures
-  ``kafka_cluster``   a real cluster shared by the session (started on first use), healed after each test
+  ``kafka_cluster``   a real cluster shared by the session (started on first use), healed after each test and
+                      stopped after the last test that can use it (:func:`pytest_runtest_teardown`)
   ``consumer_group``  ``consumer_group(members=3, handler=fn, **ConsumerSpec fields)`` starts the group under test
   ``producer``        ``producer(rate=200)`` writes checkable records to the group's topic
   ``chaos``           faults on roles as context managers: ``with chaos.kill("coordinator", when="CompletingRebalance"):``
@@ -35,13 +36,36 @@ kafka-python under KIP-848) is skipped with the model's reason. The shared clust
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from chaos.model.backend import BackendName  # an enum alone: nothing heavy is imported with the plugin
 
+if TYPE_CHECKING:
+    from chaos.cluster import Cluster
+    from chaos.model.cluster import ClusterSpec
+    from chaos.runner import ClusterPool
+
 _ITEM_KEY = pytest.StashKey[dict]()
+#: the node id of the last test that can use the shared cluster
+_LAST_USER = pytest.StashKey[str]()
+
+
+@dataclass(frozen=True)
+class SessionCluster:
+    """The shared cluster once started, with the pool and spec that release it (:func:`pytest_runtest_teardown`)."""
+    pool: ClusterPool
+    spec: ClusterSpec
+    cluster: Cluster
+
+
+SHARED = pytest.StashKey[SessionCluster]()
+#: the fixtures through which a test can reach the shared cluster: itself, and ``run_experiment`` (an
+#: experiment of the shared cluster's shape runs on it)
+_SHARED_CLUSTER_FIXTURES = frozenset({"_chaos_session_cluster", "run_experiment"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,6 +148,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    users = [item.nodeid for item in session.items if _SHARED_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    if users:
+        session.config.stash[_LAST_USER] = users[-1]
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After the last test that can use the shared cluster, stop it rather than keep it idle under the rest of
+    the session (:meth:`chaos.runner.ClusterPool.release`); at the session's end the pool stops it anyway."""
+    yield
+    if nextitem is not None and item.config.stash.get(_LAST_USER, None) == item.nodeid:
+        shared = item.config.stash.get(SHARED, None)
+        if shared is not None:
+            shared.pool.release(shared.spec)
 
 
 def _check_attach(config: pytest.Config, name: str) -> None:
@@ -210,8 +251,10 @@ def _chaos_pool(kafka_cluster_spec, chaos_settings):
 
 
 @pytest.fixture(scope="session")
-def _chaos_session_cluster(_chaos_pool, kafka_cluster_spec):
-    return _chaos_pool.get(kafka_cluster_spec, pin=True)
+def _chaos_session_cluster(pytestconfig: pytest.Config, _chaos_pool, kafka_cluster_spec):
+    cluster = _chaos_pool.get(kafka_cluster_spec, pin=True)
+    pytestconfig.stash[SHARED] = SessionCluster(_chaos_pool, kafka_cluster_spec, cluster)
+    return cluster
 
 
 @pytest.fixture

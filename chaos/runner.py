@@ -117,7 +117,7 @@ class ClusterPool:
         backend = self.backend or backend
         if self.attach is not None:
             return self._attached(spec, backend)
-        key = f"{backend}:{spec.model_dump_json()}"
+        key = self._key(spec, backend)
         if pin:
             self._pinned.add(key)
         cluster = self._clusters.pop(key, None)
@@ -134,6 +134,26 @@ class ClusterPool:
             cluster.start()
         self._clusters[key] = cluster  # most recently used last
         return cluster
+
+    @staticmethod
+    def _key(spec: ClusterSpec, backend: str) -> str:
+        return f"{backend}:{spec.model_dump_json()}"
+
+    def release(self, spec: ClusterSpec, backend: str = BackendName.LOCAL) -> None:
+        """Stop the pinned cluster of ``spec`` now that nothing will ask for it again, and give its slot up:
+        the pool keeps one cluster fewer from here on. An idle cluster is not free on a small machine (four
+        JVMs with their fetchers and timers slowed a Spark job beside them by a fifth, docs/testing.md), so
+        the slot is not handed to the next shape. A ``get`` of ``spec`` after this starts a new cluster.
+        An attached cluster is left as it is: it is the user's."""
+        if self.attach is not None:
+            return
+        key = self._key(spec, self.backend or backend)
+        if key in self._pinned:
+            self._pinned.discard(key)
+            self.size = max(1, self.size - 1)
+        cluster = self._clusters.pop(key, None)
+        if cluster is not None:
+            cluster.stop()
 
     def _attached(self, spec: ClusterSpec, backend: str) -> Cluster:
         """The attached cluster for every run whose cluster it fits (attached once, healed before each run)."""

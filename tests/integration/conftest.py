@@ -6,9 +6,11 @@ import pytest
 #: run first: the standalone Spark job before any Kafka cluster is up. An idle cluster costs it CPU on two cores:
 #: 58 s alone, 69 s beside the session's idle ZooKeeper cluster, 85 s at the end of the suite (docs/testing.md)
 FIRST = ("test_spark_cluster.py",)
-#: run last: they start clusters of other shapes (KRaft 4.4.0) in the session's pool, which keeps the last one
-#: (``ClusterPool(size=2)``) idle until the session ends, under every test after them
-LAST = ("test_interceptor.py", "test_kip848_members.py", "test_kraft_cluster.py", "test_kraft_experiments.py")
+#: run last: they start clusters of other shapes (KRaft 4.4.0) in the session's pool. None of them uses the
+#: session's shared cluster, so the plugin stops it after the test before them (``ClusterPool.release``) instead of
+#: keeping it idle beside them; test_shared_cluster_released.py, after them all, checks that it did
+LAST = ("test_interceptor.py", "test_kip848_members.py", "test_kraft_cluster.py", "test_kraft_experiments.py",
+        "test_shared_cluster_released.py")
 
 
 def _rank(item: pytest.Item) -> int:
