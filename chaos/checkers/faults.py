@@ -10,7 +10,10 @@ nemesis's own records in the history:
 - every ``fault_start`` needs a ``fault_verified`` stage ``effect`` with ``ok``
   true (the kernel state of each process, the proxy refusing connections, the
   toxic listed …), a ``fault_end`` and a ``fault_verified`` stage ``healed``
-  with ``ok`` true.
+  with ``ok`` true;
+- a fault that acts on what passes (an ``rpc`` fault) records a stage ``acted``
+  at its heal: ``ok`` false (it matched no RPC while it was on) means it tested
+  nothing.
 
 Anything missing makes the answer ``unknown`` with the reason; this checker
 never answers ``false`` (nothing about the group was shown to be wrong), and
@@ -62,6 +65,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:  # noqa: ARG001 -
             problem(f"{what}: no evidence that its heal took effect", start.seq)
         elif not healed.ok:
             problem(f"{what}: heal not confirmed: {healed.evidence}", start.seq, healed.seq)
+        acted = verified.get((fid, VerificationStage.ACTED))
+        if acted is not None and not acted.ok:  # in place, but what it acts on never passed
+            problem(f"{what} was in place but acted on nothing: {acted.evidence}", start.seq, acted.seq)
     metrics = {"faults_fired": float(len(starts)),
                "faults_not_fired": float(sum(1 for (_, st), v in verified.items()
                                              if st is VerificationStage.FIRED and not v.ok)),

@@ -4,8 +4,8 @@
   resolved by ``mvn dependency:copy-dependencies`` from ``runtime-pom.xml``
   (``org.apache.kafka:kafka_2.13`` and ``kafka-tools``, plus reload4j so the
   broker actually writes logs — without an slf4j binding it logs nothing).
-* Toxiproxy server: the Go module proxy, ``go install
-  github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0``.
+* Toxiproxy server: the project's own build (``chaos/toxiproxy``: Toxiproxy 2.12.0's server with the
+  ``kafka`` toxic), from the Go module proxy, keyed by a digest of its sources.
 
 Everything lands under one cache directory (``$KAFKA_CHAOS_CACHE`` or
 ``~/.cache/kafka-chaos``) keyed by version, with a ``.complete`` marker written
@@ -14,9 +14,11 @@ last, so a second :func:`ensure` is a no-op and an interrupted fetch is redone.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -29,7 +31,6 @@ TOXIPROXY_VERSION = "2.12.0"
 #: kafka-tools releases to try, in order, when the one of the broker's version is not served (it carries
 #: only the VerifiableConsumer here; its client speaks to any broker of the same major version)
 TOOLS_FALLBACK: dict[str, tuple[str, ...]] = {"4.4.0": ("4.3.1",)}
-TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 
 
 Progress = Callable[[str], None]
@@ -100,11 +101,31 @@ def kafka_runtime(version: str = DEFAULT_KAFKA_VERSION) -> KafkaRuntime:
     return KafkaRuntime(version, d / "lib")
 
 
+def toxiproxy_sources() -> Path:
+    """The Go module of the project's Toxiproxy server (``chaos/toxiproxy``: Toxiproxy with the ``kafka`` toxic),
+    shipped inside the package so an installed kafka-chaos builds the same server."""
+    return Path(__file__).resolve().parents[1] / "toxiproxy"
+
+
+def _toxiproxy_files(src: Path) -> list[Path]:
+    return sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum"))
+
+
+def toxiproxy_key() -> str:
+    """``<Toxiproxy version>-<digest of the Go sources>``: the server's cache key (a changed toxic is a new build)."""
+    src = toxiproxy_sources()
+    h = hashlib.sha256()
+    for path in _toxiproxy_files(src):
+        h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{TOXIPROXY_VERSION}-{h.hexdigest()[:12]}"
+
+
 def toxiproxy_runtime() -> ToxiproxyRuntime:
-    binary = cache_root() / "toxiproxy" / TOXIPROXY_VERSION / "toxiproxy-server"
+    key = toxiproxy_key()
+    binary = cache_root() / "toxiproxy" / key / "toxiproxy-server"
     if not binary.exists():
         raise UsageError("Toxiproxy is not set up: run `chaos setup` (or `make setup`)")
-    return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)
+    return ToxiproxyRuntime(key, binary)
 
 
 def _run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) -> None:
@@ -165,22 +186,32 @@ def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = prin
 
 
 def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
-    """Build the Toxiproxy server from its Go module into the cache (no-op when cached)."""
-    out = cache_root() / "toxiproxy" / TOXIPROXY_VERSION
+    """Build the project's Toxiproxy server (:func:`toxiproxy_sources`) into the cache (no-op when cached).
+
+    ``go build`` runs on a copy of the module beside the cache entry (the package's files stay as they are),
+    with the Go module proxy for Toxiproxy and franz-go's ``kmsg`` (checked against ``go.sum``) and without cgo,
+    so the same static binary runs in the docker backend's image. The binary is moved into place last: its
+    existence is the marker.
+    """
+    key = toxiproxy_key()
+    out = cache_root() / "toxiproxy" / key
     binary = out / "toxiproxy-server"
     if binary.exists():
-        progress(f"toxiproxy {TOXIPROXY_VERSION}: cached at {binary}")
-        return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)
-    go = _require_tool("go", "Go 1.22+ (apt-get install golang)")
-    gobin = out / "gobin"
-    env = dict(os.environ, GOBIN=str(gobin),
-               GOMODCACHE=str(cache_root() / "go" / "mod"), GOCACHE=str(cache_root() / "go" / "build"),
-               GOFLAGS="-modcacherw")
-    progress(f"toxiproxy {TOXIPROXY_VERSION}: building {TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION} from the Go module proxy ...")
-    _run_logged([go, "install", f"{TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION}"], env,
-                cache_root() / "logs" / "go-toxiproxy.log",
-                "go could not build Toxiproxy: check that the Go module proxy is reachable")
-    (gobin / "server").rename(binary)  # rename last: its existence is the marker
-    shutil.rmtree(gobin, ignore_errors=True)
-    progress(f"toxiproxy {TOXIPROXY_VERSION}: built {binary}")
-    return ToxiproxyRuntime(TOXIPROXY_VERSION, binary)
+        progress(f"toxiproxy {key}: cached at {binary}")
+        return ToxiproxyRuntime(key, binary)
+    go = _require_tool("go", "Go 1.26+ (the Go toolchain; kmsg needs 1.26)")
+    env = dict(os.environ, GOMODCACHE=str(cache_root() / "go" / "mod"), GOCACHE=str(cache_root() / "go" / "build"),
+               GOFLAGS="-modcacherw", CGO_ENABLED="0")
+    progress(f"toxiproxy {key}: building Toxiproxy {TOXIPROXY_VERSION} with the kafka toxic (Go module proxy) ...")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
+        build = Path(tmp) / "src"
+        shutil.copytree(toxiproxy_sources(), build)
+        staged = Path(tmp) / "toxiproxy-server"
+        _run_logged([go, "-C", str(build), "build", "-o", str(staged), "."], env,
+                    cache_root() / "logs" / "go-toxiproxy.log",
+                    "go could not build Toxiproxy: check that the Go module proxy is reachable")
+        out.mkdir(exist_ok=True)
+        os.replace(staged, binary)
+    progress(f"toxiproxy {key}: built {binary}")
+    return ToxiproxyRuntime(key, binary)

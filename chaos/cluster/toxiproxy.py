@@ -32,6 +32,8 @@ class ToxicType(StrEnum):
     RESET_PEER = "reset_peer"
     SLICER = "slicer"
     LIMIT_DATA = "limit_data"
+    #: the project's own (toxiproxy/kafkatoxic): one Kafka API's requests or answers acted on
+    KAFKA = "kafka"
 
 
 class Stream(StrEnum):

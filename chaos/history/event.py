@@ -188,6 +188,9 @@ class VerificationStage(StrEnum):
     HEALED = "healed"
     #: recorded (``ok`` false) for a planned fault that never fired, with the reason as evidence
     FIRED = "fired"
+    #: recorded at the heal of a fault that acts on what passes (an ``rpc`` fault): ``ok`` when it acted on at least
+    #: one RPC, the evidence its counts by API and version (a fault in place that matched nothing tested nothing)
+    ACTED = "acted"
 
 
 # --------------------------------------------------------------------------- events

@@ -28,6 +28,8 @@ class Active:
     verify_effect: Callable[[], Evidence]
     verify_healed: Callable[[], Evidence]
     links: list[str] = field(default_factory=list)
+    #: for a fault that acts on what passes (an ``rpc`` fault): whether it acted on anything, read at the heal
+    verify_acted: Callable[[], Evidence] | None = None
 
 
 def proc_state(pid: int) -> str:

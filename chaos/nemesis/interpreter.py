@@ -27,6 +27,7 @@ from chaos.model.experiment import Experiment
 from chaos.model.faults import FaultSpec
 from chaos.model.faults.link import LinkFault
 from chaos.model.faults.membership import ChangeSubscription
+from chaos.model.faults.rpc import RPC_FIELDS, Rpc
 from chaos.model.target import Role
 from chaos.model.trigger import Trigger
 from chaos.model.workload import GroupProtocol
@@ -325,7 +326,7 @@ class Nemesis:
     def _inject(self, pf: PlannedFault, nodes: list[str]) -> tuple[list[Active], int | None]:
         """Inject through the fault's registered kind; returns the active faults and when they took effect."""
         inj = Injection(self.cluster, self.run, pf.fault_id, pf.spec, nodes, self.cancel,
-                        resolve=lambda role: self._resolve(pf, None, role))
+                        resolve=lambda role: self._resolve(pf, None, role), seed=self.seed)
         actives = kind(pf.spec.type).inject(inj)
         return actives, inj.effect_ns
 
@@ -377,6 +378,8 @@ class Nemesis:
         if isinstance(pf.spec, LinkFault):
             # the kind's typed params as in effect (defaults included), first, and which way it acts
             params = {**pf.spec.params.model_dump(mode="json"), **params, "direction": rec.direction}
+        elif isinstance(pf.spec, Rpc):  # what it acts on, and how
+            params = {**pf.spec.model_dump(mode="json", include=set(RPC_FIELDS)), **params}
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
                          fault_type=pf.spec.type, target_role=pf.spec.target.value,
                          node=",".join(nodes), params=params, trigger=rec.trigger,
@@ -400,6 +403,11 @@ class Nemesis:
                          fault_type=pf.spec.type, node=",".join(rec.nodes) or None)
         rec.end_s = self._rel_s(end_ns)
         rec.healed_ok = self._emit_verified(pf.fault_id, "healed", actives)
+        acting = [a.verify_acted for a in actives if a.verify_acted is not None]
+        if acting:
+            results = [v() for v in acting]
+            self.events.emit(Kind.FAULT_VERIFIED, fault_id=pf.fault_id, stage="acted",
+                             ok=all(r[0] for r in results), evidence="; ".join(r[1] for r in results)[:2000])
 
     @contextmanager
     def fire(self, spec: FaultSpec, *, when: str | None = None, timeout_s: float = 30.0) -> Iterator[list[str]]:

@@ -25,7 +25,7 @@ from chaos.model.trigger import Trigger
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.model.experiment import Experiment
 
-Family = Literal["process", "link", "network", "topology", "membership", "container"]
+Family = Literal["process", "link", "rpc", "network", "topology", "membership", "container"]
 #: the families in the order the schema, ``chaos plan`` and the fault reference list them
 FAMILIES: tuple[Family, ...] = get_args(Family)
 

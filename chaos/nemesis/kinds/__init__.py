@@ -55,6 +55,8 @@ class Injection(Generic[S]):
     cancel: threading.Event
     resolve: Callable[[Role], list[str]]
     effect_ns: int | None = None
+    #: the run's seed (a kind's own seeded draws derive from it and ``fault_id``)
+    seed: int = 0
 
     @property
     def topology(self) -> Topology:

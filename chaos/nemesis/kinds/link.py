@@ -37,13 +37,14 @@ from chaos.model.faults.link import (
     ResetPeer,
     Slicer,
 )
+from chaos.model.faults.rpc import Rpc
 from chaos.model.target import LinkScope
 from chaos.nemesis.evidence import Active, port_open
 from chaos.nemesis.kinds import Injection, register
 
 
-def links_of(inj: Injection[LinkFault], node: str) -> list[str]:
-    """The proxies a link fault on ``node`` covers."""
+def links_of(inj: Injection[LinkFault] | Injection[Rpc], node: str) -> list[str]:
+    """The proxies a link fault (or an ``rpc`` fault, on the same proxies) on ``node`` covers."""
     c = inj.cluster
     if inj.run is not None and node in inj.run.member_specs:
         return c.links_of(inj.run.member_specs[node].lane)

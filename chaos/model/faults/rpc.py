@@ -1,0 +1,129 @@
+"""Protocol-level faults: one Kafka API's requests or answers on a link lost, delayed, falsified or sent twice.
+
+Every link already goes through its own Toxiproxy proxy; an ``rpc`` fault puts the project's ``kafka`` toxic
+(``toxiproxy/kafkatoxic``, built into the project's Toxiproxy server) on the proxies the target's RPCs take. The
+toxic re-frames the byte stream into Kafka requests and answers and acts on those of one API
+(docs/protocol-faults.md):
+
+* ``drop_request``: the request never reaches the broker (its client waits out ``request.timeout.ms``);
+* ``drop_response``: the broker handles it (a commit is stored), its answer never reaches the client;
+* ``delay``: the answer reaches the client ``delay_ms`` late (the broker handled it on time);
+* ``error``: the answer's error codes (top level and per topic, partition or member) are replaced by ``error``,
+  a name from Kafka's ``Errors.java`` — the broker did what the request asked;
+* ``duplicate_request``: the broker gets the request twice; the client sees the first answer only.
+
+``count`` acts on the first N matching requests, ``probability`` on each with that chance (seeded by the run);
+with neither, on every one while the fault lasts.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from chaos.model.faults.base import Family, FaultSpec
+from chaos.model.kafka_api import GROUP_APIS, KRAFT_ONLY_APIS, QUORUM_APIS, api_name, error_code, nearest_apis
+from chaos.model.target import MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.model.experiment import Experiment
+
+
+class RpcAction(StrEnum):
+    """What an ``rpc`` fault does to a matching RPC."""
+
+    DROP_REQUEST = "drop_request"
+    DROP_RESPONSE = "drop_response"
+    DELAY = "delay"
+    ERROR = "error"
+    DUPLICATE_REQUEST = "duplicate_request"
+
+
+#: the fields an ``rpc`` fault owns, recorded in its ``fault_start`` params
+RPC_FIELDS = ("api", "action", "error", "delay_ms", "count", "probability")
+
+
+class Rpc(FaultSpec):
+    type: Literal["rpc"]
+    family: ClassVar[Family] = "rpc"
+    summary: ClassVar[str] = ("one Kafka API's requests or answers dropped, delayed, answered with an error or sent "
+                              "twice on the target's links (kafka toxic removed)")
+    targets: ClassVar[frozenset[Role]] = SINGLE_ROLES - {Role.ZOOKEEPER_QUORUM}
+    target_error: ClassVar[str | None] = ("rpc faults act on one member's requests (target member, group_leader, "
+                                         "random_member) or on the requests to one broker, not {target}")
+    examples: ClassVar[tuple[str, ...]] = (
+        "{type: rpc, target: member, node: consumer-1, api: SyncGroup, action: drop_response, count: 1, "
+        "trigger: {state: CompletingRebalance}, duration_s: 6}",
+        "{type: rpc, target: coordinator, api: Heartbeat, action: error, error: REBALANCE_IN_PROGRESS, "
+        "duration_s: 5}",
+    )
+
+    #: a member's links are its lane (every broker); a broker's: its client lanes, or (KRaft) its quorum links
+    links: LinkScope = LinkScope.CLIENTS
+    #: the Kafka API by name, as Kafka's message specs spell it (SyncGroup, OffsetCommit, ConsumerGroupHeartbeat …)
+    api: str
+    action: RpcAction
+    #: action error: the error the answer carries instead, by Kafka's name (NOT_COORDINATOR, FENCED_MEMBER_EPOCH …)
+    error: str | None = None
+    #: action delay: how late the answer arrives
+    delay_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
+    #: act on the first ``count`` matching requests only
+    count: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    #: act on each matching request with this probability (seeded by the run)
+    probability: Annotated[float, Field(gt=0, le=1)] | None = None
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, v: str) -> str:
+        name = api_name(v)
+        if name is None:
+            near = nearest_apis(v) or ["SyncGroup", "OffsetCommit"]
+            raise ValueError(f"api {v!r} is not a Kafka API (Kafka's message specs): e.g. {', '.join(near)}")
+        return name
+
+    @field_validator("error")
+    @classmethod
+    def _error(cls, v: str | None) -> str | None:
+        if v is not None:
+            error_code(v)  # raises with the nearest names
+        return v
+
+    @model_validator(mode="after")
+    def _action_fields(self) -> Rpc:
+        a = self.action
+        if a is RpcAction.ERROR and self.error is None:
+            raise ValueError("action error needs `error`: the Kafka error the answer carries (e.g. NOT_COORDINATOR)")
+        if a is not RpcAction.ERROR and self.error is not None:
+            raise ValueError(f"`error` applies to action error only, not {a.value}")
+        if a is RpcAction.DELAY and self.delay_ms is None:
+            raise ValueError("action delay needs `delay_ms`: how late the answer arrives")
+        if a is not RpcAction.DELAY and self.delay_ms is not None:
+            raise ValueError(f"`delay_ms` applies to action delay only, not {a.value}")
+        if self.count is not None and self.probability is not None:
+            raise ValueError("give `count` (the first N matching requests) or `probability` (each one), not both")
+        if self.links not in (LinkScope.CLIENTS, LinkScope.QUORUM):
+            raise ValueError(f"rpc faults act on Kafka requests: links clients (the client lanes) or quorum (KRaft: "
+                             f"broker to controller), not {self.links.value}")
+        if self.target in MEMBER_ROLES and self.links is not LinkScope.CLIENTS:
+            raise ValueError("a member's requests go over its lane: drop `links` for a member target")
+        if self.links is LinkScope.QUORUM and self.api not in QUORUM_APIS:
+            raise ValueError(f"{self.api} does not go from a broker to a controller: on quorum links use one of "
+                             f"{', '.join(sorted(QUORUM_APIS))}")
+        if self.links is LinkScope.CLIENTS and self.api in QUORUM_APIS - {"ApiVersions", "Fetch"}:
+            raise ValueError(f"{self.api} goes from a broker to a controller: add `links: quorum`")
+        return self
+
+    def check_in(self, experiment: Experiment, i: int) -> None:
+        from chaos.model.cluster import ClusterMode
+
+        kraft = experiment.cluster.metadata_mode is ClusterMode.KRAFT
+        if not kraft and (self.api in KRAFT_ONLY_APIS or self.links is LinkScope.QUORUM):
+            raise ValueError(f"faults.{i}: {self.api if self.api in KRAFT_ONLY_APIS else 'links quorum'} needs a "
+                             "KRaft cluster (cluster.kafka_version 4.x, or mode: kraft)")
+        for protocol, kip in (("consumer", "KIP-848"), ("classic", "the classic protocol")):
+            if self.api in GROUP_APIS[protocol] and not any(
+                    c.group_protocol == protocol for c in experiment.workload.consumers):
+                raise ValueError(f"faults.{i}: no member speaks {self.api} ({kip}): give a consumer "
+                                 f"group_protocol: {protocol}")
