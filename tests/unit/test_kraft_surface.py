@@ -236,11 +236,13 @@ def test_the_catalogue_runs_on_kraft_except_what_cannot():
             try:
                 moved = apply_overrides(exp, kafka_version="4.4.0", group_protocol=protocol)
             except UsageError as exc:
-                why = "session_timeout_ms" if exp.name in per_member_session else "through its quorum links" if \
-                    exp.name in controller_peer else "(KIP-848): give a consumer" if exp.name in kip848_api else \
-                    "(the classic protocol)" if exp.name in classic_api else "has no group leader" if exp.name in group_leader else \
-                    "ZooKeeper" if exp.name in zookeeper_only - {"zookeeper-node-killed"} else "'zk-1' is not a node" \
-                    if exp.name in zookeeper_only else "CompletingRebalance has no KIP-848 counterpart"
+                reasons = [(per_member_session, "session_timeout_ms"), (controller_peer, "through its quorum links"),
+                           (kip848_api, "(KIP-848): give a consumer"), (classic_api, "(the classic protocol)"),
+                           (group_leader, "has no group leader"),
+                           (zookeeper_only - {"zookeeper-node-killed"}, "ZooKeeper"),
+                           (zookeeper_only, "'zk-1' is not a node")]
+                why = next((w for names, w in reasons if exp.name in names),
+                           "CompletingRebalance has no KIP-848 counterpart")
                 assert why in str(exc), exc
                 refused_names.add(exp.name)
                 continue
