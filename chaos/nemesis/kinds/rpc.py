@@ -13,6 +13,7 @@ no RPC did not test anything, and the ``faults`` checker says so.
 
 from __future__ import annotations
 
+import secrets
 import time
 import zlib
 from typing import Any
@@ -27,12 +28,14 @@ from chaos.nemesis.kinds.link import links_of
 DRAIN_S = 10.0
 
 
-def toxics_for(spec: Rpc, fault_id: str, seed: int) -> list:
-    """The answers' toxic first, then the requests' (the order they are added in)."""
+def toxics_for(spec: Rpc, fault_id: str, seed: int, instance: str) -> list:
+    """The answers' toxic first, then the requests' (the order they are added in). ``instance`` names this
+    occurrence in the toxic's registry: a cluster's Toxiproxy outlives runs (the pool keeps clusters), and fault
+    ids repeat from run to run, so counts (and ``count``'s budget) must not carry over from an earlier run."""
     from chaos.cluster.toxiproxy import Stream, Toxic, ToxicType
 
     attrs: dict[str, Any] = {
-        "fault": fault_id, "api_key": API_KEYS[spec.api], "action": spec.action.value,
+        "fault": instance, "api_key": API_KEYS[spec.api], "action": spec.action.value,
         "error_code": error_code(spec.error) if spec.error else 0, "delay_ms": spec.delay_ms or 0,
         "count": spec.count or 0, "probability": spec.probability or 1.0,
         "seed": zlib.crc32(f"{seed}:{fault_id}:rpc".encode()),
@@ -56,7 +59,7 @@ def stats_text(stats: dict[str, Any], api: str) -> str:
 def _inject(inj: Injection[Rpc]) -> list[Active]:
     c, spec = inj.cluster, inj.spec
     links = sorted({l for n in inj.nodes for l in links_of(inj, n)})
-    toxics = toxics_for(spec, inj.fault_id, inj.seed)
+    toxics = toxics_for(spec, inj.fault_id, inj.seed, instance=f"{inj.fault_id}-{secrets.token_hex(8)}")
     for l in links:
         for tx in toxics:
             c.add_toxic(l, tx)

@@ -82,18 +82,18 @@ def test_kraft_apis_load_where_they_can_run():
 def test_a_fault_is_two_kafka_toxics_answers_first_with_one_fault_name():
     f = fault(target="member", node="consumer-1", api="OffsetCommit", action="error",
               error="COORDINATOR_LOAD_IN_PROGRESS", count=2)
-    resp, req = toxics_for(f, "f3", seed=7)
+    resp, req = toxics_for(f, "f3", seed=7, instance="f3-a1")
     assert (resp.name, resp.stream, resp.type) == ("f3-responses", Stream.DOWNSTREAM, ToxicType.KAFKA)
     assert (req.name, req.stream, req.type) == ("f3-requests", Stream.UPSTREAM, ToxicType.KAFKA)
     assert resp.attributes["side"] == "responses" and req.attributes["side"] == "requests"
     common = {k: v for k, v in req.attributes.items() if k != "side"}
     assert common == {k: v for k, v in resp.attributes.items() if k != "side"}
-    assert common == {"fault": "f3", "api_key": 8, "action": "error", "error_code": 14, "delay_ms": 0, "count": 2,
+    assert common == {"fault": "f3-a1", "api_key": 8, "action": "error", "error_code": 14, "delay_ms": 0, "count": 2,
                       "probability": 1.0, "seed": common["seed"]}
     assert error_code("COORDINATOR_LOAD_IN_PROGRESS") == 14
     # the seed is the run's: another run draws another schedule, the same run the same
-    assert toxics_for(f, "f3", seed=8)[1].attributes["seed"] != common["seed"]
-    assert toxics_for(f, "f3", seed=7)[1].attributes["seed"] == common["seed"]
+    assert toxics_for(f, "f3", seed=8, instance="f3-a2")[1].attributes["seed"] != common["seed"]
+    assert toxics_for(f, "f3", seed=7, instance="f3-a3")[1].attributes["seed"] == common["seed"]
 
 
 def test_the_evidence_text_says_what_it_acted_on_or_that_it_acted_on_nothing():
