@@ -3,8 +3,8 @@
 // request twice.
 //
 // Toxiproxy hands a toxic the bytes of one direction as TCP reads delivered them, so the toxic re-frames
-// them on Kafka's 4-byte size prefix (Kafka's protocol guide, "Protocol Framing") and passes every frame it
-// does not act on through unchanged and in order.
+// them on Kafka's 4-byte size prefix (Kafka's protocol guide, "Protocol Framing"): it reads each frame's
+// header and passes every frame it does not act on through unchanged, in order and as its bytes arrive.
 //
 // Upstream (client to broker) and downstream (broker to client) are two toxics that share nothing per
 // connection in Toxiproxy, so a response is matched to its request through the wire: a request whose
@@ -29,19 +29,6 @@ type requestHeader struct {
 }
 
 var errShort = errors.New("frame shorter than its header")
-
-// splitFrames takes whole frames (size prefix included) off the front of buf; rest is an incomplete tail.
-func splitFrames(buf []byte) (frames [][]byte, rest []byte) {
-	for len(buf) >= 4 {
-		size := int(int32(binary.BigEndian.Uint32(buf)))
-		if size < 0 || len(buf) < 4+size {
-			break
-		}
-		frames = append(frames, buf[:4+size:4+size])
-		buf = buf[4+size:]
-	}
-	return frames, buf
-}
 
 func parseRequestHeader(frame []byte) (requestHeader, error) {
 	if len(frame) < 12 {

@@ -1,6 +1,7 @@
 package kafkatoxic
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"time"
 
@@ -36,18 +37,83 @@ func (t *KafkaToxic) MarshalJSON() ([]byte, error) {
 }
 
 // state is one stream of one connection, kept in the stub so that an interrupt (another toxic added or
-// removed on the link) loses nothing: the bytes of an unfinished frame, whole frames not handled yet, frames
-// handled and not yet passed on, and an answer held back by a delay (nothing behind it overtakes it).
+// removed on the link) loses nothing: the bytes of an unfinished frame the toxic must see whole, how much of a
+// frame it passes on unread is still to come, pieces not handled yet, pieces handled and not yet passed on,
+// and an answer held back by a delay (nothing behind it overtakes it).
 type state struct {
-	buf   []byte
-	queue [][]byte
-	out   [][]byte
-	held  *heldFrame
+	buf     []byte
+	passing int
+	queue   []piece
+	out     [][]byte
+	held    *heldFrame
+}
+
+// piece is either bytes passed on as they are, or a whole frame the toxic acts on or reads.
+type piece struct {
+	data  []byte
+	whole bool
 }
 
 type heldFrame struct {
 	frame []byte
 	until time.Time
+}
+
+// headerLen is how much of a frame the toxic reads to decide whether it needs the frame whole: a request's
+// size, API key, version and correlation id; an answer's size and correlation id.
+func (t *KafkaToxic) headerLen() int {
+	if t.Side == "requests" {
+		return 12
+	}
+	return 8
+}
+
+// wanted says, from a frame's first headerLen bytes, whether the toxic needs it whole: a request of its API,
+// or an answer carrying a correlation id of the toxic's (negative: clients number theirs from 0 up).
+func (t *KafkaToxic) wanted(head []byte) bool {
+	if t.Side == "requests" {
+		h, err := parseRequestHeader(head)
+		return err == nil && h.APIKey == t.APIKey
+	}
+	id, err := responseCorrelation(head)
+	return err == nil && id < 0
+}
+
+// feed cuts what a read delivered into pieces: frames the toxic does not want are passed on as the bytes arrive
+// (not held until whole, and not copied), the ones it wants are gathered whole.
+func (t *KafkaToxic) feed(st *state, d []byte) {
+	for len(d) > 0 {
+		if st.passing > 0 {
+			n := min(st.passing, len(d))
+			st.queue = append(st.queue, piece{data: d[:n]})
+			st.passing -= n
+			d = d[n:]
+			continue
+		}
+		if len(st.buf) < t.headerLen() {
+			n := min(t.headerLen()-len(st.buf), len(d))
+			st.buf = append(st.buf, d[:n]...)
+			d = d[n:]
+			if len(st.buf) < t.headerLen() {
+				continue
+			}
+			size := int(int32(binary.BigEndian.Uint32(st.buf)))
+			if size < t.headerLen()-4 || !t.wanted(st.buf) { // not ours (or not Kafka): pass it on unread
+				st.queue = append(st.queue, piece{data: st.buf})
+				st.passing = max(0, 4+size-len(st.buf))
+				st.buf = nil
+				continue
+			}
+		}
+		size := int(int32(binary.BigEndian.Uint32(st.buf)))
+		n := min(4+size-len(st.buf), len(d))
+		st.buf = append(st.buf, d[:n]...)
+		d = d[n:]
+		if len(st.buf) == 4+size {
+			st.queue = append(st.queue, piece{data: st.buf, whole: true})
+			st.buf = nil
+		}
+	}
 }
 
 func (t *KafkaToxic) NewState() interface{} { return new(state) }
@@ -85,12 +151,15 @@ func (t *KafkaToxic) Pipe(stub *toxics.ToxicStub) {
 			continue
 		}
 		if len(st.queue) > 0 {
-			fr := st.queue[0]
+			pc := st.queue[0]
 			st.queue = st.queue[1:]
-			if t.Side == "requests" {
-				st.out = append(st.out, t.request(f, fr)...)
-			} else {
-				st.out = append(st.out, t.response(fr, st, false)...)
+			switch {
+			case !pc.whole:
+				st.out = append(st.out, pc.data)
+			case t.Side == "requests":
+				st.out = append(st.out, t.request(f, pc.data)...)
+			default:
+				st.out = append(st.out, t.response(pc.data, st, false)...)
 			}
 			continue
 		}
@@ -103,10 +172,7 @@ func (t *KafkaToxic) Pipe(stub *toxics.ToxicStub) {
 				stub.Close()
 				return
 			}
-			st.buf = append(st.buf, c.Data...)
-			frames, rest := splitFrames(st.buf)
-			st.queue = append(st.queue, frames...)
-			st.buf = append([]byte(nil), rest...)
+			t.feed(st, c.Data)
 		}
 	}
 }
@@ -127,11 +193,11 @@ func (t *KafkaToxic) flush(stub *toxics.ToxicStub, st *state) {
 	if st.held != nil {
 		pending = append(pending, st.held.frame)
 	}
-	for _, fr := range st.queue {
-		if t.Side == "requests" {
-			pending = append(pending, fr)
+	for _, pc := range st.queue {
+		if !pc.whole || t.Side == "requests" {
+			pending = append(pending, pc.data)
 		} else {
-			pending = append(pending, t.response(fr, st, true)...)
+			pending = append(pending, t.response(pc.data, st, true)...)
 		}
 	}
 	if len(st.buf) > 0 {
