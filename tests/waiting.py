@@ -47,3 +47,21 @@ def process_gone(pid: int, timeout: float = 5.0, poll_s: float = 0.05) -> bool:
             return True
         time.sleep(poll_s)
     return False
+
+
+def live_events(run_dir: Path, member: str, kind: str) -> list[dict]:
+    """``member``'s events of ``kind`` recorded so far in a running run (a line being written is skipped)."""
+    import orjson
+
+    path = run_dir / "events" / f"{member}.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().splitlines():
+        try:
+            e = orjson.loads(line)
+        except orjson.JSONDecodeError:  # a line being written
+            continue
+        if e.get("kind") == kind:
+            out.append(e)
+    return out

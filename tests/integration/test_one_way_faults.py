@@ -21,30 +21,17 @@ from __future__ import annotations
 
 import time
 
-import orjson
-
 from chaos.harness import ChaosTest
 from chaos.history.event import Commit, CommittedOffsets, FaultEnd, FaultStart, FaultVerified
 from chaos.model.faults import FaultSpec
-from tests.waiting import wait_for
+from tests.waiting import live_events, wait_for
 
 SLOW = "consumer-1"  # lane1: nobody else's traffic goes through its proxies
 FAULT_S = 2.5        # < session.timeout.ms (6 s): heartbeats that do not arrive must not cost the membership
 
 
 def _commits(run_dir, member: str) -> list[dict]:
-    path = run_dir / "events" / f"{member}.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().splitlines():
-        try:
-            e = orjson.loads(line)
-        except orjson.JSONDecodeError:  # a line being written
-            continue
-        if e.get("kind") == "commit":
-            out.append(e)
-    return out
+    return live_events(run_dir, member, "commit")
 
 
 def _ok_commit_after(run_dir, member: str, after_ns: int) -> bool:
