@@ -6,8 +6,8 @@ synchronously every ~100 ms. Two faults on consumer-1's lane, each acting on one
 
 * ``error`` OFFSET_METADATA_TOO_LARGE: the coordinator stores the commit (an OffsetFetch of our own over the
   control lane reads its offsets) while consumer-1 is told it failed, with exactly that error;
-* ``delay`` 1500 ms: the commit is stored at once (read back during the delay) and answered 1.5 s or more after
-  it was sent, while consumer-1's other requests (its fetches, heartbeats) still flow.
+* ``delay`` 1500 ms: the commit is stored at once (read back, every 0.1 s, while its answer is held) and answered
+  1.5 s or more after it was sent.
 
 The toxic's own counts are the evidence that it acted on exactly one OffsetCommit each (``fault_verified`` stage
 ``acted``). The run is then judged.
@@ -37,6 +37,7 @@ def _ok_commit_after(run_dir, after_ns: int) -> bool:
 def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluster, tmp_path):
     test = ChaosTest(kafka_cluster, tmp_path / "run", seed=33, partitions=4)
     reads: dict[str, dict] = {}
+    during: list[tuple[int, dict]] = []
     try:
         group = test.consumer_group(members=2, processing_delay_ms=20, max_records=5)
         assert group.members == ["consumer-0", SLOW]
@@ -54,9 +55,11 @@ def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluste
         late = FaultSpec.build(type="rpc", target="member", node=SLOW, api="OffsetCommit", action="delay",
                                delay_ms=DELAY_MS, count=1, duration_s=0)
         with test.run.nemesis.fire(late):
-            time.sleep(DELAY_MS / 2000)  # inside the delay of the first commit sent under the fault
-            reads["delay"] = test.cluster.admin.committed_offsets(test.workload.group)
-            time.sleep(DELAY_MS / 1000 + 0.5)
+            # the coordinator's offsets, read over the control lane while the delayed answer is held
+            end = time.monotonic() + DELAY_MS / 1000 + 1.0
+            while time.monotonic() < end:
+                during.append((time.monotonic_ns(), test.cluster.admin.committed_offsets(test.workload.group)))
+                time.sleep(0.1)
         verdict = test.finish()
     except BaseException:
         test.abort()
@@ -85,12 +88,16 @@ def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluste
     assert all(reads["error"].get((t, p), -1) >= o for t, p, o in c1.offsets), (c1.offsets, reads["error"])
     assert not [c for c in others if c.error_name == "OFFSET_METADATA_TOO_LARGE"]
 
-    # delay: one commit answered DELAY_MS late, stored before its answer; none other of consumer-1's that late
-    slow = [c for c in commits if c.answered_ns is not None and c.answered_ns - c.mono_ns >= DELAY_MS * 1e6]
-    assert len(slow) == 1, [(c.seq, (c.answered_ns or c.mono_ns) - c.mono_ns) for c in commits]
-    (c2,) = slow
-    assert c2.outcome.value == "ok" and c2.mono_ns > starts["t2"].mono_ns
-    assert all(reads["delay"].get((t, p), -1) >= o for t, p, o in c2.offsets), (c2.offsets, reads["delay"])
+    # delay: the first commit sent under the fault was answered DELAY_MS late, and stored before its answer
+    slow = [c for c in commits if c.mono_ns > starts["t2"].mono_ns and c.answered_ns is not None
+            and c.answered_ns - c.mono_ns >= DELAY_MS * 1e6]
+    assert slow, [(c.seq, (c.answered_ns or c.mono_ns) - c.mono_ns) for c in commits]
+    c2 = slow[0]
+    assert c2.outcome.value == "ok"
+    assert c2.answered_ns is not None
+    stored = [ns for ns, offs in during if c2.mono_ns < ns < c2.answered_ns
+              and all(offs.get((t, p), -1) >= o for t, p, o in c2.offsets)]
+    assert stored, (c2.offsets, [(ns - c2.mono_ns, offs) for ns, offs in during])
 
     results = {r.checker.value: r.valid.value for r in verdict.results}
     for name in ("delivery", "committed-offsets", "record-anomalies", "faults"):
