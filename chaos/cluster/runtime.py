@@ -14,6 +14,7 @@ last, so a second :func:`ensure` is a no-op and an interrupted fetch is redone.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -111,13 +112,21 @@ def _toxiproxy_files(src: Path) -> list[Path]:
     return sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum"))
 
 
-def toxiproxy_key() -> str:
-    """``<Toxiproxy version>-<digest of the Go sources>``: the server's cache key (a changed toxic is a new build)."""
-    src = toxiproxy_sources()
+def sources_digest(src: Path, files: list[Path], length: int) -> str:
+    """A digest of ``files`` (their paths under ``src`` and their bytes): the cache key of what is built from them
+    (the Toxiproxy server here, the interceptor jar in :mod:`chaos.workload.interceptor`)."""
     h = hashlib.sha256()
-    for path in _toxiproxy_files(src):
+    for path in files:
         h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{TOXIPROXY_VERSION}-{h.hexdigest()[:12]}"
+    return h.hexdigest()[:length]
+
+
+@functools.cache
+def toxiproxy_key() -> str:
+    """``<Toxiproxy version>-<digest of the Go sources>``: the server's cache key (a changed toxic is a new build).
+    Computed once a process: every cluster asks for the runtime, and the package's sources do not change under it."""
+    src = toxiproxy_sources()
+    return f"{TOXIPROXY_VERSION}-{sources_digest(src, _toxiproxy_files(src), 12)}"
 
 
 def toxiproxy_runtime() -> ToxiproxyRuntime:

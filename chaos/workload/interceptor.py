@@ -50,7 +50,6 @@ one member in the history, and are refused; a process that replaces a killed one
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -62,7 +61,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
 
-from chaos.cluster.runtime import Progress, _run_logged, cache_root
+from chaos.cluster.runtime import Progress, _run_logged, cache_root, sources_digest
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
@@ -100,10 +99,7 @@ def _source_files(src: Path) -> list[Path]:
 
 def source_hash(src: Path) -> str:
     """A digest of the Maven project (pom and every file under src/): the jar's cache key."""
-    h = hashlib.sha256()
-    for path in _source_files(src):
-        h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return sources_digest(src, _source_files(src), 16)
 
 
 def ensure_interceptor(progress: Progress = _quiet) -> Path:
