@@ -168,6 +168,11 @@ class ConsumerSpec(_Frozen):
     #: kafka-python ``metadata.max.age.ms``); None = the client's default (5 min). A member notices partitions
     #: added to its topic only at a refresh, so an experiment that grows a topic must lower it
     metadata_max_age_ms: Annotated[int, Field(ge=500)] | None = None
+    #: how long the member's client waits for the answer to one request before it gives up on it (librdkafka
+    #: ``socket.timeout.ms``, Java and kafka-python ``request.timeout.ms``); None = the client's default (60 s,
+    #: 30 s, 30 s). An answer lost on the wire (an ``rpc`` fault's ``drop_request`` / ``drop_response``) holds
+    #: the member that long, so an experiment losing one must lower it to see the member recover in its run
+    request_timeout_ms: Annotated[int, Field(ge=1000, le=300000)] | None = None
     #: classic, or KIP-848's consumer protocol (needs a KRaft cluster of Kafka 4.x or 3.7+ with it enabled)
     group_protocol: GroupProtocol = GroupProtocol.CLASSIC
     #: KIP-848 only: the coordinator's assignor; None = the broker's default (uniform)

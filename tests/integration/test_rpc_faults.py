@@ -11,11 +11,22 @@ synchronously every ~100 ms. Two faults on consumer-1's lane, each acting on one
 
 The toxic's own counts are the evidence that it acted on exactly one OffsetCommit each (``fault_verified`` stage
 ``acted``). The run is then judged.
+
+The second test loses and copies one OffsetCommit each, on a member whose client gives up on an unanswered
+request after ``request_timeout_ms``:
+
+* ``drop_request``: the coordinator never stores the lost commit (read back every 0.1 s until the member's client
+  has given up on it), and the member sees it unanswered for at least its request timeout;
+* ``drop_response``: the coordinator stores it at once, and the member still sees it unanswered that long;
+* ``duplicate_request``: the coordinator answers both copies (the toxic counts the copy's answer, which it drops),
+  and the member sees one ordinary answer.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import datetime
 
 from chaos.harness import ChaosTest
 from chaos.history.event import Commit, FaultStart, FaultVerified
@@ -32,6 +43,11 @@ def _commits(run_dir, member: str) -> list[dict]:
 
 def _ok_commit_after(run_dir, after_ns: int) -> bool:
     return any(c["outcome"] == "ok" and c["mono_ns"] > after_ns for c in _commits(run_dir, SLOW))
+
+
+def _covers(offsets: dict, commit) -> bool:
+    """The coordinator's offsets (an OffsetFetch of ours) are at or past every offset of ``commit``."""
+    return all(offsets.get((t, p), -1) >= o for t, p, o in commit.offsets)
 
 
 def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluster, tmp_path):
@@ -98,6 +114,76 @@ def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluste
     stored = [ns for ns, offs in during if c2.mono_ns < ns < c2.answered_ns
               and all(offs.get((t, p), -1) >= o for t, p, o in c2.offsets)]
     assert stored, (c2.offsets, [(ns - c2.mono_ns, offs) for ns, offs in during])
+
+    results = {r.checker.value: r.valid.value for r in verdict.results}
+    for name in ("delivery", "committed-offsets", "record-anomalies", "faults"):
+        assert results.get(name) == "true", (name, results)
+
+
+REQUEST_TIMEOUT_MS = 4000
+
+
+def test_one_members_offset_commit_lost_on_the_way_out_lost_on_the_way_back_and_copied(kafka_cluster, tmp_path):
+    test = ChaosTest(kafka_cluster, tmp_path / "run", seed=34, partitions=4)
+    reads: dict[str, list[tuple[int, dict]]] = {}
+    try:
+        group = test.consumer_group(members=2, processing_delay_ms=20, max_records=5,
+                                    request_timeout_ms=REQUEST_TIMEOUT_MS)
+        test.producer(rate=200, count=3000)
+        group.wait_assigned(60)
+        wait_for(f"{SLOW}'s first acknowledged commit", lambda: _ok_commit_after(test.run_dir, 0), 60)
+        assert test.run is not None and test.run.nemesis is not None
+        for action in ("drop_request", "drop_response", "duplicate_request"):
+            spec = FaultSpec.build(type="rpc", target="member", node=SLOW, api="OffsetCommit", action=action,
+                                   count=1, duration_s=0)
+            with test.run.nemesis.fire(spec):
+                # the coordinator's offsets every 0.1 s: consumer-1's next commit is the one the fault acts on (it
+                # commits every ~0.1 s); a lost one is given up on REQUEST_TIMEOUT_MS after it was sent
+                seen = reads[action] = []
+                end = time.monotonic() + 1.5 + (REQUEST_TIMEOUT_MS / 1000 if action.startswith("drop") else 0)
+                while time.monotonic() < end:
+                    seen.append((time.monotonic_ns(), test.cluster.admin.committed_offsets(test.workload.group)))
+                    time.sleep(0.1)
+        verdict = test.finish()
+    except BaseException:
+        test.abort()
+        raise
+    h = test.history
+    assert h is not None and verdict is not None
+    starts = {e.params["action"]: e for e in h.events if isinstance(e, FaultStart)}
+    acted = {e.fault_id: e for e in h.events if isinstance(e, FaultVerified) and e.stage.value == "acted"}
+    commits = [e for e in h.events if isinstance(e, Commit) and e.source == SLOW]
+    timeout_s = REQUEST_TIMEOUT_MS / 1000
+
+    def acted_on(action: str) -> Commit:
+        """The commit the fault acted on (count 1): the last one consumer-1 sent before the toxic acted, by the
+        toxic's own clock ("from <first> to <last>" in its evidence; a commit is stamped before it is sent)."""
+        ev = acted[starts[action].fault_id]
+        assert ev.ok and "acted on 1 RPC(s) (OffsetCommit v" in ev.evidence, (action, ev.evidence)
+        m = re.search(r" from (\S+)\.(\d+)Z to ", ev.evidence)
+        assert m, ev.evidence
+        at = datetime.fromisoformat(m[1] + "+00:00").timestamp() + float("0." + m[2])
+        return [c for c in commits if starts[action].ts < c.ts <= at][-1]
+
+    def waited(c: Commit) -> float:
+        return ((c.answered_ns or c.mono_ns) - c.mono_ns) / 1e9
+
+    def stored(action: str, c: Commit) -> list[int]:
+        """When (ms after it was sent) the coordinator was read holding ``c``'s offsets, before the client could
+        have given up on it and sent it again."""
+        until = c.mono_ns + int(timeout_s * 0.9 * 1e9)
+        return [(ns - c.mono_ns) // 10**6 for ns, offs in reads[action] if c.mono_ns < ns < until and _covers(offs, c)]
+
+    drop_req, drop_resp, dup = (acted_on(a) for a in ("drop_request", "drop_response", "duplicate_request"))
+    # the client saw both lost commits unanswered for its request timeout (librdkafka then sends them again); the
+    # copied one answered as usual
+    assert waited(drop_req) >= timeout_s * 0.9, (waited(drop_req), drop_req)
+    assert waited(drop_resp) >= timeout_s * 0.9, (waited(drop_resp), drop_resp)
+    assert dup.outcome.value == "ok" and waited(dup) < timeout_s / 2, (waited(dup), dup)
+    # the broker: the lost request was never stored, the lost answer's commit was, and the copy was answered
+    assert not stored("drop_request", drop_req), (drop_req.offsets, reads["drop_request"])
+    assert stored("drop_response", drop_resp), (drop_resp.offsets, reads["drop_response"])
+    assert "the broker answered 1 of the copies" in acted[starts["duplicate_request"].fault_id].evidence
 
     results = {r.checker.value: r.valid.value for r in verdict.results}
     for name in ("delivery", "committed-offsets", "record-anomalies", "faults"):

@@ -18,7 +18,7 @@ import time
 import zlib
 from typing import Any
 
-from chaos.model.faults.rpc import Rpc
+from chaos.model.faults.rpc import Rpc, RpcAction
 from chaos.model.kafka_api import API_KEYS, error_code
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import Injection, register
@@ -44,13 +44,15 @@ def toxics_for(spec: Rpc, fault_id: str, seed: int, instance: str) -> list:
             Toxic(f"{fault_id}-requests", ToxicType.KAFKA, Stream.UPSTREAM, 1.0, {**attrs, "side": "requests"})]
 
 
-def stats_text(stats: dict[str, Any], api: str) -> str:
+def stats_text(stats: dict[str, Any], api: str, action: RpcAction) -> str:
     """``acted on 2 RPCs (SyncGroup v5: 2) from … to …, 3 SyncGroup requests seen``."""
     by = ", ".join(f"{k}: {v}" for k, v in sorted(stats.get("by_version", {}).items()))
     text = f"acted on {stats.get('acted', 0)} RPC(s)"
     if by:
         text += f" ({by}) from {stats.get('first')} to {stats.get('last')}"
     text += f"; {stats.get('seen', 0)} {api} request(s) seen while it was on"
+    if action is RpcAction.DUPLICATE_REQUEST:
+        text += f"; the broker answered {stats.get('duplicates_answered', 0)} of the copies"
     if stats.get("errors"):
         text += f"; {stats['errors']} answer(s) it could not decode, passed on unchanged ({stats.get('last_error')})"
     return text
@@ -102,7 +104,7 @@ def _inject(inj: Injection[Rpc]) -> list[Active]:
 
     def acted():
         s = last or stats()
-        return int(s.get("acted", 0)) > 0, stats_text(s, spec.api)
+        return int(s.get("acted", 0)) > 0, stats_text(s, spec.api, spec.action)
 
     return [Active([], heal, present, gone, links, verify_acted=acted)]
 

@@ -36,8 +36,12 @@ type Stats struct {
 	// First and Last are when it acted (RFC 3339, UTC), empty until it has.
 	First string `json:"first,omitempty"`
 	Last  string `json:"last,omitempty"`
-	// Pending counts requests sent on with a correlation id of the toxic's whose answer has not come back.
+	// Pending counts requests sent on with a correlation id of the toxic's whose answer has not come back
+	// (duplicates included): the answers' toxic must stay until it is 0, or a client gets an id it never sent.
 	Pending int64 `json:"pending"`
+	// DuplicatesAnswered counts the broker's answers to duplicated requests (dropped by the toxic): evidence
+	// that the broker handled the copy, not only that the toxic sent it.
+	DuplicatesAnswered int64 `json:"duplicates_answered"`
 	// Errors counts answers the toxic could not decode to act on (passed through unchanged).
 	Errors    int64  `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
@@ -48,6 +52,9 @@ type fault struct {
 	mu    sync.Mutex
 	rng   *rand.Rand
 	stats Stats
+	// awaiting counts RPCs selected for an action on their answer that has not been carried out yet: with
+	// Acted, what count's budget is spent on (a duplicate is acted on when it is sent)
+	awaiting int64
 }
 
 // pending is a request sent on with a correlation id of the toxic's.
@@ -109,7 +116,7 @@ func (f *fault) selects(count int64, p float64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Seen++
-	if count > 0 && f.stats.Acted+f.stats.Pending >= count {
+	if count > 0 && f.stats.Acted+f.awaiting >= count {
 		return false
 	}
 	if p < 1 && f.rng.Float64() >= p {
@@ -130,10 +137,18 @@ func (f *fault) acted(key, version int16, at time.Time) {
 	f.stats.Last = ts
 }
 
-func (f *fault) pendingDelta(d int64) {
+// pendingDelta counts a request sent on with an id of the toxic's (d = 1) or its answer back (d = -1).
+func (f *fault) pendingDelta(d int64, action string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.stats.Pending += d
-	f.mu.Unlock()
+	if action == swallow {
+		if d < 0 {
+			f.stats.DuplicatesAnswered++
+		}
+	} else {
+		f.awaiting += d
+	}
 }
 
 func (f *fault) failed(err error) {
@@ -153,9 +168,7 @@ func sendOn(p *pending) int32 {
 	pendingMu.Lock()
 	inFlight[id] = p
 	pendingMu.Unlock()
-	if p.action != swallow {
-		p.fault.pendingDelta(1)
-	}
+	p.fault.pendingDelta(1, p.action)
 	return id
 }
 
@@ -169,9 +182,7 @@ func answered(id int32) (*pending, bool) {
 	p, ok := inFlight[id]
 	if ok {
 		delete(inFlight, id)
-		if p.action != swallow {
-			p.fault.pendingDelta(-1)
-		}
+		p.fault.pendingDelta(-1, p.action)
 	}
 	return p, ok
 }

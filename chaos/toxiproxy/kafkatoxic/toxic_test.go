@@ -175,9 +175,20 @@ func TestDuplicateRequestReachesTheBrokerTwiceAndIsAnsweredOnce(t *testing.T) {
 	if len(got) != 2 || got[0] != 5 || got[1] >= 0 || string(sent[1][14:]) != "join" {
 		t.Fatalf("sent %v", got)
 	}
+	if s := statsOf(req.Fault); s.Acted != 1 || s.Pending != 1 || s.DuplicatesAnswered != 0 {
+		t.Fatalf("before the answers: %+v", s)
+	}
+	// count 1 is spent on the one duplicated: a second JoinGroup goes by untouched
+	up.send(request(11, 9, 6, "again"))
+	if got := ids(t, up.frames(t, 1, 2*time.Second), true); fmt.Sprint(got) != "[6]" {
+		t.Fatalf("sent %v", got)
+	}
 	down.send(syncAnswer(5, 0), syncAnswer(got[1], 0))
 	if answers := ids(t, down.frames(t, 2, 500*time.Millisecond), false); fmt.Sprint(answers) != "[5]" {
 		t.Fatalf("answers %v", answers)
+	}
+	if s := statsOf(req.Fault); s.Acted != 1 || s.Pending != 0 || s.DuplicatesAnswered != 1 || s.Seen != 2 {
+		t.Fatalf("after the answers: %+v", s)
 	}
 }
 

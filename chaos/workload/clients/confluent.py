@@ -112,6 +112,8 @@ def consumer_config(cfg: WorkerConfig) -> dict[str, object]:
         conf["group.instance.id"] = spec.instance_id
     if spec.metadata_max_age_ms is not None:
         conf["topic.metadata.refresh.interval.ms"] = spec.metadata_max_age_ms
+    if spec.request_timeout_ms is not None:
+        conf["socket.timeout.ms"] = spec.request_timeout_ms
     return conf
 
 

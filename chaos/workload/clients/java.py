@@ -522,6 +522,8 @@ def consumer_properties(cfg: WorkerConfig) -> list[str]:
               "reconnect.backoff.max.ms=1000"]
     if spec.metadata_max_age_ms is not None:
         lines.append(f"metadata.max.age.ms={spec.metadata_max_age_ms}")
+    if spec.request_timeout_ms is not None:
+        lines.append(f"request.timeout.ms={spec.request_timeout_ms}")
     return lines
 
 

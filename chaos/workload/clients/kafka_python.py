@@ -198,6 +198,7 @@ class KafkaPythonClient:
             max_poll_records=spec.max_records,
             reconnect_backoff_max_ms=1000,
             **({"metadata_max_age_ms": spec.metadata_max_age_ms} if spec.metadata_max_age_ms is not None else {}),
+            **({"request_timeout_ms": spec.request_timeout_ms} if spec.request_timeout_ms is not None else {}),
         )
         self._coordinator = self._consumer._coordinator
         self._join_whole(spec.max_poll_interval_ms + spec.session_timeout_ms)

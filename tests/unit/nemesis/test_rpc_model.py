@@ -97,9 +97,12 @@ def test_a_fault_is_two_kafka_toxics_answers_first_with_one_fault_name():
 
 
 def test_the_evidence_text_says_what_it_acted_on_or_that_it_acted_on_nothing():
-    none = stats_text({"seen": 0, "acted": 0, "by_version": {}}, "SyncGroup")
+    none = stats_text({"seen": 0, "acted": 0, "by_version": {}}, "SyncGroup", RpcAction.DROP_RESPONSE)
     assert none == "acted on 0 RPC(s); 0 SyncGroup request(s) seen while it was on"
     some = stats_text({"seen": 3, "acted": 1, "by_version": {"SyncGroup v5": 1}, "first": "a", "last": "b",
-                       "errors": 1, "last_error": "decoding"}, "SyncGroup")
+                       "errors": 1, "last_error": "decoding"}, "SyncGroup", RpcAction.ERROR)
     assert some.startswith("acted on 1 RPC(s) (SyncGroup v5: 1) from a to b; 3 SyncGroup request(s) seen")
-    assert "1 answer(s) it could not decode" in some
+    assert "1 answer(s) it could not decode" in some and "copies" not in some
+    dup = stats_text({"seen": 1, "acted": 1, "duplicates_answered": 1, "by_version": {"JoinGroup v9": 1}},
+                     "JoinGroup", RpcAction.DUPLICATE_REQUEST)
+    assert dup.endswith("; the broker answered 1 of the copies")

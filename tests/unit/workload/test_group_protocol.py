@@ -318,3 +318,13 @@ def test_metadata_refresh_reaches_every_client_only_when_asked():
     assert consumer_config(worker(metadata_max_age_ms=2000))["topic.metadata.refresh.interval.ms"] == 2000
     assert "metadata.max.age.ms=2000" in consumer_properties(worker(client="java", metadata_max_age_ms=2000))
     assert not any(l.startswith("metadata.max.age.ms") for l in consumer_properties(worker(client="java")))
+
+
+def test_request_timeout_reaches_every_client_only_when_asked():
+    """An rpc fault's lost answer holds a member for its client's request timeout: an experiment can lower it."""
+    from chaos.workload.clients.java import consumer_properties
+
+    assert "socket.timeout.ms" not in consumer_config(worker())
+    assert consumer_config(worker(request_timeout_ms=5000))["socket.timeout.ms"] == 5000
+    assert "request.timeout.ms=5000" in consumer_properties(worker(client="java", request_timeout_ms=5000))
+    assert not any(l.startswith("request.timeout.ms") for l in consumer_properties(worker(client="java")))
