@@ -217,6 +217,11 @@ def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
         build = Path(tmp) / "src"
         shutil.copytree(toxiproxy_sources(), build)
         staged = Path(tmp) / "toxiproxy-server"
+        # every module of the Go module, not only the server's: the tests (``go test``) and the generator of
+        # chaos/model/kafka_api_errors.json (``cmd/kafka-api-errors``, run again by the unit tests) then build offline
+        _run_logged([go, "-C", str(build), "mod", "download"], env, cache_root() / "logs" / "go-toxiproxy.log",
+                    "go could not download the Toxiproxy module's dependencies: check that the Go module proxy is "
+                    "reachable")
         _run_logged([go, "-C", str(build), "build", "-o", str(staged), "."], env,
                     cache_root() / "logs" / "go-toxiproxy.log",
                     "go could not build Toxiproxy: check that the Go module proxy is reachable")

@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from chaos.model.faults.base import Family, FaultSpec
-from chaos.model.kafka_api import GROUP_APIS, KRAFT_ONLY_APIS, QUORUM_APIS, api_name, error_code, nearest_apis
+from chaos.model.kafka_api import (
+    GROUP_APIS,
+    KRAFT_ONLY_APIS,
+    QUORUM_APIS,
+    api_errors,
+    api_name,
+    error_code,
+    error_names,
+    nearest_apis,
+)
 from chaos.model.target import MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,6 +106,12 @@ class Rpc(FaultSpec):
             raise ValueError("action error needs `error`: the Kafka error the answer carries (e.g. NOT_COORDINATOR)")
         if a is not RpcAction.ERROR and self.error is not None:
             raise ValueError(f"`error` applies to action error only, not {a.value}")
+        if self.error is not None:
+            documented = api_errors(self.api)
+            if documented is not None and error_code(self.error) not in documented:
+                raise ValueError(f"{self.api} answers never carry {self.error} (the errors kmsg's docs and Kafka's "
+                                 f"message specs document for it): use one of "
+                                 f"{', '.join(error_names(documented))}")
         if a is RpcAction.DELAY and self.delay_ms is None:
             raise ValueError("action delay needs `delay_ms`: how late the answer arrives")
         if a is not RpcAction.DELAY and self.delay_ms is not None:

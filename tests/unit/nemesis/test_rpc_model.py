@@ -39,6 +39,11 @@ def test_the_issues_example_loads_and_names_the_api_as_kafka_spells_it():
     ({"api": "Heartbeat", "action": "error", "error": "NOT_COORDINATR"}, None, "classic",
      "error 'NOT_COORDINATR' is not a Kafka error name (Errors.java): e.g. NOT_COORDINATOR"),
     ({"api": "Heartbeat", "action": "error", "error": "NONE"}, None, "classic", "error NONE is no error"),
+    ({"api": "Heartbeat", "action": "error", "error": "OFFSET_OUT_OF_RANGE"}, None, "classic",
+     "Heartbeat answers never carry OFFSET_OUT_OF_RANGE (the errors kmsg's docs and Kafka's message specs document "
+     "for it): use one of COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, "),
+    ({"api": "FindCoordinator", "action": "error", "error": "NOT_COORDINATOR"}, None, "classic",
+     "FindCoordinator answers never carry NOT_COORDINATOR"),
     ({"api": "Heartbeat", "action": "delay"}, None, "classic", "action delay needs `delay_ms`"),
     ({"api": "Heartbeat", "action": "drop_request", "delay_ms": 5}, None, "classic",
      "`delay_ms` applies to action delay only, not drop_request"),
@@ -106,3 +111,19 @@ def test_the_evidence_text_says_what_it_acted_on_or_that_it_acted_on_nothing():
     dup = stats_text({"seen": 1, "acted": 1, "duplicates_answered": 1, "by_version": {"JoinGroup v9": 1}},
                      "JoinGroup", RpcAction.DUPLICATE_REQUEST)
     assert dup.endswith("; the broker answered 1 of the copies")
+
+
+@pytest.mark.parametrize(("api", "error"), [
+    ("Heartbeat", "REBALANCE_IN_PROGRESS"),  # kmsg's docs
+    ("Heartbeat", "FENCED_INSTANCE_ID"),  # KIP-345, in neither source
+    ("OffsetCommit", "STALE_MEMBER_EPOCH"),  # Kafka's spec only (version 9's note)
+    ("SyncGroup", "UNKNOWN_SERVER_ERROR"),  # any API
+    ("Fetch", "NOT_LEADER_OR_FOLLOWER"),  # Errors.java's name of code 6; kerr's is NOT_LEADER_FOR_PARTITION
+    ("ConsumerGroupHeartbeat", "INVALID_REGULAR_EXPRESSION"),  # newer than kafka-python's table
+    ("DescribeTopicPartitions", "OFFSET_OUT_OF_RANGE"),  # an API neither source documents errors of: unchecked
+])
+def test_an_error_the_api_is_documented_to_carry_is_accepted(api, error):
+    f = experiment({"type": "rpc", "target": "coordinator", "api": api, "action": "error", "error": error},
+                   KRAFT, "consumer" if api == "ConsumerGroupHeartbeat" else "classic").faults[0]
+    assert isinstance(f, Rpc) and f.error == error
+    assert toxics_for(f, "f1", seed=1, instance="f1-x")[0].attributes["error_code"] == error_code(error) != 0
