@@ -45,6 +45,17 @@ def _ok_commit_after(run_dir, after_ns: int) -> bool:
     return any(c["outcome"] == "ok" and c["mono_ns"] > after_ns for c in _commits(run_dir, SLOW))
 
 
+def _read_offsets(test: ChaosTest, seconds: float) -> list[tuple[int, dict]]:
+    """The coordinator's committed offsets of the group, read over the control lane every 0.1 s for ``seconds``."""
+    assert test.workload is not None
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append((time.monotonic_ns(), test.cluster.admin.committed_offsets(test.workload.group)))
+        time.sleep(0.1)
+    return out
+
+
 def _covers(offsets: dict, commit) -> bool:
     """The coordinator's offsets (an OffsetFetch of ours) are at or past every offset of ``commit``."""
     return all(offsets.get((t, p), -1) >= o for t, p, o in commit.offsets)
@@ -53,7 +64,6 @@ def _covers(offsets: dict, commit) -> bool:
 def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluster, tmp_path):
     test = ChaosTest(kafka_cluster, tmp_path / "run", seed=33, partitions=4)
     reads: dict[str, dict] = {}
-    during: list[tuple[int, dict]] = []
     try:
         group = test.consumer_group(members=2, processing_delay_ms=20, max_records=5)
         assert group.members == ["consumer-0", SLOW]
@@ -71,11 +81,7 @@ def test_one_members_offset_commits_answered_with_an_error_and_late(kafka_cluste
         late = FaultSpec.build(type="rpc", target="member", node=SLOW, api="OffsetCommit", action="delay",
                                delay_ms=DELAY_MS, count=1, duration_s=0)
         with test.run.nemesis.fire(late):
-            # the coordinator's offsets, read over the control lane while the delayed answer is held
-            end = time.monotonic() + DELAY_MS / 1000 + 1.0
-            while time.monotonic() < end:
-                during.append((time.monotonic_ns(), test.cluster.admin.committed_offsets(test.workload.group)))
-                time.sleep(0.1)
+            during = _read_offsets(test, DELAY_MS / 1000 + 1.0)  # while the delayed answer is held
         verdict = test.finish()
     except BaseException:
         test.abort()
@@ -137,13 +143,10 @@ def test_one_members_offset_commit_lost_on_the_way_out_lost_on_the_way_back_and_
             spec = FaultSpec.build(type="rpc", target="member", node=SLOW, api="OffsetCommit", action=action,
                                    count=1, duration_s=0)
             with test.run.nemesis.fire(spec):
-                # the coordinator's offsets every 0.1 s: consumer-1's next commit is the one the fault acts on (it
-                # commits every ~0.1 s); a lost one is given up on REQUEST_TIMEOUT_MS after it was sent
-                seen = reads[action] = []
-                end = time.monotonic() + 1.5 + (REQUEST_TIMEOUT_MS / 1000 if action.startswith("drop") else 0)
-                while time.monotonic() < end:
-                    seen.append((time.monotonic_ns(), test.cluster.admin.committed_offsets(test.workload.group)))
-                    time.sleep(0.1)
+                # consumer-1's next commit (it commits every ~0.1 s) is the one the fault acts on; a lost one is
+                # given up on REQUEST_TIMEOUT_MS after it was sent
+                reads[action] = _read_offsets(
+                    test, 1.5 + (REQUEST_TIMEOUT_MS / 1000 if action.startswith("drop") else 0))
         verdict = test.finish()
     except BaseException:
         test.abort()

@@ -138,3 +138,14 @@ def _drop_samples(h: History, keep_first: int) -> History:
                 continue
         out.append(replace(e, mono_ns=e.mono_ns - shift, ts=e.ts - shift / 1e9))
     return History(h.header, tuple(out), h.notes)
+
+
+def test_a_member_stuck_on_a_lost_sync_group_answer_is_reported_in_its_partitions_figure():
+    """Issue 33: the coordinator had the group Stable while consumer-1 waited for a SyncGroup answer the kafka toxic
+    dropped. No rebalance phase was long (the coordinator's view), so nothing fails; the gap is the partition's:
+    t-1 without a consuming owner for the ~5 s consumer-1 waited, named in the summary."""
+    h = read_history(FIXTURES / "liveness-sync-group-answer-lost-reported.jsonl")
+    (r,) = run_checkers(h, [CheckerName.REBALANCE_LIVENESS]).results
+    assert r.valid is Validity.TRUE
+    assert 5.0 <= r.metrics["unavailable_s:t-1"] <= 5.2 and r.metrics["unavailable_s:t-0"] < 0.2
+    assert "longest time without a consuming owner 5.1s (t-1)" in r.summary
