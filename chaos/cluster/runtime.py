@@ -220,7 +220,7 @@ def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
         # every module of the Go module, not only the server's: the tests (``go test``) and the generator of
         # chaos/model/kafka_api_errors.json (``cmd/kafka-api-errors``, run again by the unit tests) then build offline
         _run_logged([go, "-C", str(build), "mod", "download"], env, cache_root() / "logs" / "go-toxiproxy.log",
-                    "go could not download the Toxiproxy module's dependencies: check that the Go module proxy is "
+                    "go could not build Toxiproxy (downloading its modules): check that the Go module proxy is "
                     "reachable")
         _run_logged([go, "-C", str(build), "build", "-o", str(staged), "."], env,
                     cache_root() / "logs" / "go-toxiproxy.log",
