@@ -55,6 +55,7 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import kip848_groups
 from chaos.checkers.evidence import declared
 from chaos.checkers.index import index_of
+from chaos.checkers.injected_errors import injected_by, injections
 from chaos.checkers.result import FindingLog, Result
 from chaos.history import (
     Assigned,
@@ -147,6 +148,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                           f"timeout but the group rebalanced: {reasons[0][0]}",
                           r.stop_seq, r.start_seq, *(s for _, s in reasons[:3]))
 
+    injected = injections(idx)
+    set_aside: dict[str, list[int]] = {}  # fault id -> the FENCED_INSTANCE_ID reports it may have made up
     types = (MemberStart, MemberStop, Assigned, ErrorEvent, Commit, BrokerLog, GroupStateSample, FaultStart, Lost)
     for e in cast("list[_Streamed]", idx.stream(types)):
         if type(e) is MemberStart and declared(e):
@@ -211,7 +214,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     if d.wrong_fenced is not None:  # the one fenced is the older after all: as it should be
                         d.fenced, d.wrong_fenced = True, None
         elif type(e) is ErrorEvent or (type(e) is Commit and e.outcome is Outcome.FAIL):
-            if is_fenced_instance(e.error_code, e.error_name):
+            if is_fenced_instance(e.error_code, e.error_name) and (made_up := injected_by(e, injected)) is not None:
+                set_aside.setdefault(made_up.fault_id, []).append(e.seq)  # the fault's answer, not Kafka's
+            elif is_fenced_instance(e.error_code, e.error_name):
                 for d in duplicates:
                     if d.kip848:
                         continue  # KIP-848 refuses the newer member (UNRELEASED_INSTANCE_ID), fences no one
@@ -286,9 +291,13 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                               f"instance id {d.instance_id}", d.start_seq)
             else:
                 undecided.append(f"{d.older} not fenced yet when the history ends")
+    for fault_id, seqs in set_aside.items():
+        log.note(f"{len(seqs)} FENCED_INSTANCE_ID report(s) set aside: fault {fault_id} answered them, not the "
+                 "coordinator", *seqs[:5])
     metrics = {"static_restarts_judged": judged_restarts, "static_restarts_not_judged": skipped_restarts,
                "kip848_killed_static_restarts": killed_restarts,
-               "duplicate_instance_ids": len(duplicates), "violations": log.violation_count}
+               "duplicate_instance_ids": len(duplicates), "violations": log.violation_count,
+               "injected_reports_set_aside": sum(map(len, set_aside.values()))}
     ok = f"{judged_restarts} static restart(s) without rebalance, {len(duplicates)} duplicate instance id(s) fenced"
     if kip848:
         ok = (f"{judged_restarts} static restart(s) without rebalance or group epoch bump, {len(duplicates)} "
@@ -296,5 +305,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if killed_restarts:
             ok += (f"; {killed_restarts} KIP-848 restart(s) after a kill not judged (the killed member holds its "
                    "instance id until its session expires, and its removal bumps the group epoch)")
+    if set_aside:
+        ok += f"; {sum(map(len, set_aside.values()))} FENCED_INSTANCE_ID report(s) injected by an rpc fault set aside"
     return log.result(NAME, ok, f"{log.violation_count} static membership violation(s)", metrics,
                       unknown="; ".join(undecided) if undecided else None)

@@ -30,3 +30,7 @@ class FaultTrait(StrEnum):
     #: the group's committed offsets are moved back on purpose (an offset reset): committed-offsets compares
     #: commits and samples only within the stretches between such faults. No kind of this version has it
     REWINDS_COMMITTED_OFFSETS = "rewinds_committed_offsets"
+    #: clients may get answers the broker did not give: an ``rpc`` fault with ``action: error`` replaces the error
+    #: codes of one API's answers by ``fault_start.params["error"]``. A checker that reads Kafka's behaviour from the
+    #: errors a client reports sets aside those the fault injected (:mod:`chaos.checkers.injected_errors`)
+    FALSIFIES_ANSWERS = "falsifies_answers"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults.base import Family, FaultSpec
 from chaos.model.kafka_api import (
     GROUP_APIS,
@@ -60,6 +61,9 @@ class Rpc(FaultSpec):
     summary: ClassVar[str] = ("one Kafka API's requests or answers dropped, delayed, answered with an error or sent "
                               "twice on the target's links (kafka toxic removed)")
     targets: ClassVar[frozenset[Role]] = SINGLE_ROLES - {Role.ZOOKEEPER_QUORUM}
+    #: with ``action: error`` (its params name the error): other actions inject no error, and the trait's reader
+    #: finds no ``error`` in their params
+    traits: ClassVar[frozenset[FaultTrait]] = frozenset({FaultTrait.FALSIFIES_ANSWERS})
     target_error: ClassVar[str | None] = ("rpc faults act on one member's requests (target member, group_leader, "
                                          "random_member) or on the requests to one broker, not {target}")
     examples: ClassVar[tuple[str, ...]] = (
