@@ -39,6 +39,27 @@ def _builder():
     return mod
 
 
+def _import_in_this_thread() -> None:
+    """Import every module of the chaos package (and the re-check archive's builder) before the build's thread
+    starts, so that thread imports none of them.
+
+    pytest rewrites the asserts of every module of a distribution that registers a plugin (chaos is one), with
+    ``ast.parse``, as each is first imported. CPython 3.11 keeps the AST constructor's recursion depth in the
+    interpreter's AST state, shared by its threads (``Python-ast.c``, ``state->recursion_depth``), and checks it
+    after each parse: two threads building ASTs at once can fail that check, "SystemError: AST constructor
+    recursion depth mismatch" (reported in pytest-dev/pytest#10763, CPython gh-106905). Seen once in a busy
+    fresh-clone run (fc30): the build thread importing ``chaos.report.job`` while a unit test parsed. About 1 s,
+    once a session.
+    """
+    import pkgutil
+
+    import chaos
+
+    for module in pkgutil.walk_packages(chaos.__path__, "chaos."):
+        importlib.import_module(module.name)
+    importlib.import_module("tests.recheck_archive")
+
+
 class _ReportBuild:
     """The session's archive, SparkSession and report, built in a thread started after collection."""
 
@@ -52,6 +73,7 @@ class _ReportBuild:
         self.report: Future[tuple[Path, dict[str, Any]]] = Future()
         self.recheck: Future[tuple[Path, dict[str, Any]]] = Future()
         self._cancelled = threading.Event()
+        _import_in_this_thread()
         self._thread = threading.Thread(target=self._run, name="report-build", daemon=True)
         self._thread.start()
 
