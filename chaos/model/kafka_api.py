@@ -191,11 +191,12 @@ def _table() -> dict[str, Any]:
     return table
 
 
+@functools.cache
 def error_codes() -> Mapping[str, int]:
     """Kafka's error names (``NOT_COORDINATOR``) and their codes, ``NONE`` (0) and ``UNKNOWN_SERVER_ERROR`` (-1)
-    included (franz-go's kerr, current with ``Errors.java``), with :data:`ERROR_ALIASES`."""
+    included (franz-go's kerr, current with ``Errors.java``), with :data:`ERROR_ALIASES`; built once a process."""
     codes = dict(_table()["codes"])
-    return {**codes, **{alias: codes[name] for alias, name in ERROR_ALIASES.items()}}
+    return MappingProxyType({**codes, **{alias: codes[name] for alias, name in ERROR_ALIASES.items()}})
 
 
 def error_code(name: str) -> int:
