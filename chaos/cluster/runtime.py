@@ -71,7 +71,7 @@ class ToxiproxyRuntime:
     binary: Path
 
 
-def _require_tool(name: str, what: str) -> str:
+def require_tool(name: str, what: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise UsageError(f"{name} not found on PATH: install {what} (needed to fetch the runtime)")
@@ -137,7 +137,7 @@ def toxiproxy_runtime() -> ToxiproxyRuntime:
     return ToxiproxyRuntime(key, binary)
 
 
-def _run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) -> None:
+def run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) -> None:
     """Run a fetch command, keeping its output in ``log`` for the error message."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -157,8 +157,8 @@ def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = prin
     if (d / ".complete").exists():
         progress(f"kafka {version}: cached in {d / 'lib'}")
         return KafkaRuntime(version, d / "lib")
-    mvn = _require_tool("mvn", "Maven (apt-get install maven)")
-    _require_tool("java", "a JDK 11+")
+    mvn = require_tool("mvn", "Maven (apt-get install maven)")
+    require_tool("java", "a JDK 11+")
     if d.exists():
         shutil.rmtree(d)  # a half-finished earlier fetch
     d.mkdir(parents=True)
@@ -169,7 +169,7 @@ def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, progress: Progress = prin
         progress(f"kafka {version}: resolving org.apache.kafka:kafka_2.13:{version} + kafka-tools from Maven Central ...")
         for attempt, tools in enumerate((version, *TOOLS_FALLBACK.get(version, ()))):
             try:
-                _run_logged(
+                run_logged(
                     [mvn, "-B", "-q", "-f", str(pom_path),
                      f"-Dmaven.repo.local={cache_root() / 'm2'}",
                      f"-Dkafka.version={version}", f"-Dtools.version={tools}",
@@ -208,7 +208,7 @@ def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
     if binary.exists():
         progress(f"toxiproxy {key}: cached at {binary}")
         return ToxiproxyRuntime(key, binary)
-    go = _require_tool("go", "Go 1.26+ (the Go toolchain; kmsg needs 1.26)")
+    go = require_tool("go", "Go 1.26+ (the Go toolchain; kmsg needs 1.26)")
     env = dict(os.environ, GOMODCACHE=str(cache_root() / "go" / "mod"), GOCACHE=str(cache_root() / "go" / "build"),
                GOFLAGS="-modcacherw", CGO_ENABLED="0")
     progress(f"toxiproxy {key}: building Toxiproxy {TOXIPROXY_VERSION} with the kafka toxic (Go module proxy) ...")
@@ -219,10 +219,10 @@ def ensure_toxiproxy(progress: Progress = print) -> ToxiproxyRuntime:
         staged = Path(tmp) / "toxiproxy-server"
         # every module of the Go module, not only the server's: the tests (``go test``) and the generator of
         # chaos/model/kafka_api_errors.json (``cmd/kafka-api-errors``, run again by the unit tests) then build offline
-        _run_logged([go, "-C", str(build), "mod", "download"], env, cache_root() / "logs" / "go-toxiproxy.log",
+        run_logged([go, "-C", str(build), "mod", "download"], env, cache_root() / "logs" / "go-toxiproxy.log",
                     "go could not build Toxiproxy (downloading its modules): check that the Go module proxy is "
                     "reachable")
-        _run_logged([go, "-C", str(build), "build", "-o", str(staged), "."], env,
+        run_logged([go, "-C", str(build), "build", "-o", str(staged), "."], env,
                     cache_root() / "logs" / "go-toxiproxy.log",
                     "go could not build Toxiproxy: check that the Go module proxy is reachable")
         out.mkdir(exist_ok=True)

@@ -66,7 +66,7 @@ from chaos.instrument.destination import Destination
 from chaos.instrument.interruption import held
 from chaos.instrument.recorder import TP, TPO, CommitAnswer, Recorder, Sent, View, commit_answer
 from chaos.model.workload import Assignor, Client, CommitMode, RebalanceProtocol
-from chaos.workload.clients.confluent import parse_group_metadata
+from chaos.workload.clients.confluent import librdkafka_version, parse_group_metadata
 
 #: the library's own class, whatever ``confluent_kafka.Consumer`` names after the hook ran
 LibraryConsumer = confluent_kafka.cimpl.Consumer
@@ -132,7 +132,7 @@ class Settings:
         """``member_start`` fields. An application that commits itself is recorded as ``sync``: the
         schema has no mode for "the application decides" (see the package docstring)."""
         return {"client": Client.CONFLUENT_KAFKA.value,
-                "client_version": f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})",
+                "client_version": f"{confluent_kafka.__version__} (librdkafka {librdkafka_version()})",
                 "instance_id": self.instance_id, "assignor": self.assignor.value, "protocol": self.protocol.value,
                 "commit_mode": (CommitMode.AUTO if self.auto_commit else CommitMode.SYNC).value,
                 "session_timeout_ms": self.session_timeout_ms, "max_poll_interval_ms": self.max_poll_interval_ms,

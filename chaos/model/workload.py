@@ -8,6 +8,7 @@ turns them into worker processes.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -18,6 +19,50 @@ class Client(StrEnum):
     CONFLUENT_KAFKA = "confluent-kafka"
     KAFKA_PYTHON = "kafka-python"
     JAVA = "java"
+
+
+#: The PyPI package of each Python client (the Java client comes from Maven Central: kafka-tools / kafka-clients)
+PYPI_PACKAGES = {Client.CONFLUENT_KAFKA: "confluent-kafka", Client.KAFKA_PYTHON: "kafka-python"}
+
+#: A client library release: three numbers, as PyPI and Maven Central name the releases kafka-chaos runs
+_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientReleases:
+    """Which releases of a client library a member may name in ``client_version`` (docs/client-versions.md).
+
+    ``oldest``: the oldest release kafka-chaos's worker for that client is written for -- below it the worker
+    reads internals or calls APIs the release does not have. ``kip848``: the oldest release with KIP-848's
+    consumer protocol generally available (None: the client has none).
+    """
+
+    oldest: tuple[int, int, int]
+    kip848: tuple[int, int, int] | None
+    why_oldest: str
+
+
+CLIENT_RELEASES = {
+    # librdkafka's KIP-848 consumer is GA from 2.12.0 (early access before); 1.9.2, the last 1.x, has no wheel
+    # for CPython 3.11, and the worker is written against the 2.x API
+    Client.CONFLUENT_KAFKA: ClientReleases((2, 0, 0), (2, 12, 0), "the 2.x line the worker is written for (1.9.2 "
+                                                                  "has no CPython 3.11 wheel)"),
+    # the worker has two adapters: kafka-python 2.x (poll-driven coordinator) and 3.x (its own IO thread)
+    Client.KAFKA_PYTHON: ClientReleases((2, 0, 0), None, "the worker reads the group coordinator's 2.x or 3.x "
+                                                         "internals"),
+    # the Java member runs the VerifiableConsumer of kafka-tools of that release (in kafka-tools since before 2.8)
+    # and reads its JSON lines and log: the oldest is the oldest Kafka release kafka-chaos runs at all;
+    # --group-protocol consumer from 3.7, GA in 4.0 (KIP-848)
+    Client.JAVA: ClientReleases((2, 8, 0), (4, 0, 0), "the oldest Kafka release kafka-chaos runs"),
+}
+
+
+def release(version: str) -> tuple[int, int, int]:
+    """``"2.12.0"`` -> (2, 12, 0); ValueError for anything else."""
+    m = _RELEASE.fullmatch(version)
+    if m is None:
+        raise ValueError(f"client_version {version!r} is not a release number X.Y.Z (e.g. 2.12.0)")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
 class Assignor(StrEnum):
@@ -141,6 +186,11 @@ class ConsumerSpec(_Frozen):
     """One member of the group under test."""
 
     client: Client = Client.CONFLUENT_KAFKA
+    #: the client library's release (issue 34): confluent-kafka / kafka-python from PyPI, for ``java`` the
+    #: kafka-clients and VerifiableConsumer of that Kafka release from Maven Central, prepared into the cache
+    #: (:mod:`chaos.workload.libraries`); None = the default (the project's pinned Python clients, the broker's
+    #: own release for Java)
+    client_version: str | None = None
     assignor: Assignor = Assignor.RANGE
     #: group.instance.id for KIP-345 static membership; None = dynamic member
     instance_id: str | None = None
@@ -197,6 +247,7 @@ class ConsumerSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> ConsumerSpec:
         self._check_application()
+        self._check_client_version()
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms (a third of it is usual)")
         if self.client is Client.CONFLUENT_KAFKA and self.max_poll_interval_ms < self.session_timeout_ms:
@@ -236,6 +287,24 @@ class ConsumerSpec(_Frozen):
                 raise ValueError("the Java VerifiableConsumer runs no handler, so on_handler_error does not apply: "
                                  "use a Python client (confluent-kafka, kafka-python) for a handler")
         return self
+
+    def _check_client_version(self) -> None:
+        """A release the worker cannot run, or one too old for the member's group protocol, is refused here;
+        one that does not exist or does not install is refused when it is prepared, before any cluster."""
+        if self.client_version is None:
+            return
+        if self.command is not None:
+            raise ValueError("client_version does not apply to a command member: the program brings its own client")
+        have = release(self.client_version)
+        rules = CLIENT_RELEASES[self.client]
+        if have < rules.oldest:
+            oldest = ".".join(map(str, rules.oldest))
+            raise ValueError(f"{self.client.value} {self.client_version} is older than {oldest}, {rules.why_oldest}: "
+                             f"use {oldest} or newer")
+        if self.group_protocol is GroupProtocol.CONSUMER and rules.kip848 is not None and have < rules.kip848:
+            first = ".".join(map(str, rules.kip848))
+            raise ValueError(f"{self.client.value} {self.client_version} has no generally available KIP-848 consumer "
+                             f"protocol (from {first}): use {first} or newer, or group_protocol: classic")
 
     def _check_application(self) -> None:
         """An ``app`` or ``command`` member runs the application's loop, not ours: the fields that drive our loop

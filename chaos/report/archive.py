@@ -7,6 +7,11 @@ Two layouts are understood (and may be mixed in one archive):
 - ``RESULTS/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` (nightly mode): the
   night is the date directory.
 
+Between the experiment and the run directory a version directory may stand (a version matrix,
+``chaos run`` over several Kafka versions): ``RESULTS/<experiment>/4.1.1/run-<k>-seed-<s>/``. A path
+component that equals the run's Kafka version (header ``versions.kafka``) or looks like a version
+(``4.1.1``, ``3.9.1-rc1``, ``kafka-4.1.1``) is never taken for the experiment.
+
 A run directory is any directory holding ``history.jsonl``. Its header line,
 ``checks.json`` (the per-run checkers' verdict), ``outcome.json`` and
 ``faults.json`` are small and read here with Python; the events themselves are
@@ -18,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +37,19 @@ from chaos.history.reader import parse_header_line
 OUTCOME_FILE = "outcome.json"
 FAULTS_FILE = "faults.json"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: a directory named after a version (a version matrix's level): ``4.1.1``, ``v3.9``, ``4.2.0-rc1``, ``kafka-4.1.1``
+_VERSION_DIR = re.compile(r"(?:kafka[-_]?)?v?\d+(?:\.\d+)+(?:[-+.~][0-9A-Za-z.]+)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
 class RunDir:
     """One run directory: where it is and what the layout says about it.
 
-    ``run`` (``<date>/<experiment>/<run dir name>``) is the key every table joins on:
-    header run ids are not unique across an archive (simulated runs reuse them).
+    ``run`` is the key every table joins on (header run ids alone are not unique across an archive:
+    simulated and hand-made runs reuse them). It is ``<date>/<experiment>/<run dir name>`` when no other
+    run of the archive has that name; when several have (a version matrix: the same experiment and seed on
+    two Kafka versions), each gets ``[dimension=value,...]`` appended: the header dimensions that tell them
+    apart (:data:`KEY_DIMENSIONS`, see :func:`discover`), e.g. ``2026-11-20/baseline/run-000-seed-5[kafka=4.1.1]``.
     """
 
     path: Path
@@ -47,10 +57,13 @@ class RunDir:
     experiment: str
     name: str
     date_from_layout: bool
+    #: ``dimension=value,...`` that sets this run apart from others of the same name (empty when none has it)
+    qualifier: str = ""
 
     @property
     def run(self) -> str:
-        return f"{self.date}/{self.experiment}/{self.name}"
+        base = f"{self.date}/{self.experiment}/{self.name}"
+        return f"{base}[{self.qualifier}]" if self.qualifier else base
 
     @property
     def history(self) -> Path:
@@ -130,6 +143,103 @@ def _night(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).date().isoformat()
 
 
+def _kafka_version(header: Mapping[str, Any]) -> str | None:
+    versions = header.get("versions")
+    v = versions.get("kafka") if isinstance(versions, dict) else None
+    return str(v) if v is not None else None
+
+
+def _is_version_dir(part: str, header: Mapping[str, Any]) -> bool:
+    """A path component that names a version (a version matrix's level), not an experiment."""
+    return part == _kafka_version(header) or _VERSION_DIR.fullmatch(part) is not None
+
+
+def _experiment_from_layout(rel: tuple[str, ...], header: Mapping[str, Any]) -> str | None:
+    """The experiment the directories above the run name: the nearest that is no version; None below a date."""
+    for part in reversed(rel[:-1]):
+        if _is_version_dir(part, header):
+            continue
+        return None if _DATE.fullmatch(part) else part
+    return None
+
+
+def _client_label(client: Any, version: Any) -> str:
+    """``"<client> <version>"`` as the runs table's ``client_versions`` spells it (the version without the
+    ``" (librdkafka ...)"`` remark); the client alone when no version is known."""
+    v = str(version).split(" (", 1)[0].strip() if version is not None else ""
+    return f"{client} {v}" if v else str(client)
+
+
+def header_client_versions(header: Mapping[str, Any]) -> str | None:
+    """The client versions the header says the members were started on (``header["members"]``), or None.
+
+    ``{"consumer-1": {"client": "confluent-kafka", "client_version": "2.12.0" | null, "library": {...}}}``:
+    a null ``client_version`` is the default pinned library, whose version ``library[client]`` gives.
+    Spelled as the runs table's ``client_versions`` (sorted distinct ``"<client> <version>"`` joined by
+    ``+``). Runs older than the field have none.
+    """
+    members = header.get("members")
+    if not isinstance(members, dict):
+        return None
+    labels = set()
+    for m in members.values():
+        if not isinstance(m, dict) or not m.get("client"):
+            continue
+        version = m.get("client_version")
+        library = m.get("library")
+        if version is None and isinstance(library, dict):
+            version = library.get(m["client"])
+        labels.add(_client_label(m["client"], version if version is not None else "default"))
+    return "+".join(sorted(labels)) or None
+
+
+#: the header dimensions that tell apart runs of the same ``<date>/<experiment>/<run dir name>``, in the order
+#: they are tried (see :func:`discover`): Kafka version, the members' client versions (``header["members"]``),
+#: each other entry of ``versions`` (client libraries, Python, kafka-chaos and its commit), the seed, the run id
+KEY_DIMENSIONS = ("kafka", "clients", "versions", "seed", "run_id")
+
+
+def _dimensions(header: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """(name, value) of every identity dimension of a run header, in :data:`KEY_DIMENSIONS` order."""
+    versions = header.get("versions")
+    versions = versions if isinstance(versions, dict) else {}
+    out: list[tuple[str, str | None]] = [("kafka", _kafka_version(header)),
+                                         ("clients", header_client_versions(header))]
+    out += [(k, None if versions[k] is None else str(versions[k])) for k in sorted(versions) if k != "kafka"]
+    seed = header.get("seed")
+    out += [("seed", None if seed is None else str(seed)), ("run_id", str(header.get("run_id")))]
+    return out
+
+
+def _qualifiers(group: list[RunFiles]) -> list[str]:
+    """For runs sharing one ``<date>/<experiment>/<name>``: the ``dim=value,...`` of each (same order).
+
+    Dimensions are taken in order, each one that differs within a still-ambiguous subset of the group, until
+    every run is told apart; all runs of the group carry the dimensions chosen. Runs whose headers agree on
+    every dimension are the same run: refused by the caller (their qualifiers are equal).
+    """
+    dims = [dict(_dimensions(rf.header)) for rf in group]
+    names: list[str] = []
+    for d in dims:
+        names += [n for n in d if n not in names]
+    chosen: list[str] = []
+    for name in names:
+        ambiguous = [b for b in _buckets(dims, chosen) if len(b) > 1]
+        if not ambiguous:
+            break
+        if any(len({d.get(name) for d in b}) > 1 for b in ambiguous):
+            chosen.append(name)
+    return [",".join(f"{n}={'unknown' if d.get(n) is None else d.get(n)}" for n in chosen) for d in dims]
+
+
+def _buckets(dims: list[dict[str, str | None]], chosen: list[str]) -> list[list[dict[str, str | None]]]:
+    """The runs' dimensions grouped by their values of the ``chosen`` dimensions."""
+    out: dict[tuple[str | None, ...], list[dict[str, str | None]]] = {}
+    for d in dims:
+        out.setdefault(tuple(d.get(n) for n in chosen), []).append(d)
+    return list(out.values())
+
+
 def _experiment_name(header: Mapping[str, Any], fallback: str) -> str:
     exp = header.get("experiment") or {}
     for key in ("name", "fixture"):
@@ -163,10 +273,8 @@ def discover(results: Path) -> list[RunFiles]:
         from_layout = date is not None
         if date is None:
             date = _night(first_ts)
-        if len(rel) >= 2 and not _DATE.fullmatch(rel[-2]):
-            experiment = rel[-2]
-        else:
-            experiment = _experiment_name(header, results.name if not rel else "unnamed")
+        experiment = (_experiment_from_layout(rel, header)
+                      or _experiment_name(header, results.name if not rel else "unnamed"))
         name = rel[-1] if rel else path.name
         run_dir = RunDir(path, date, experiment, name, from_layout)
         checks = _load_json(path / CHECKS_FILE)
@@ -179,10 +287,33 @@ def discover(results: Path) -> list[RunFiles]:
     if not out:
         raise UsageError(f"{results}: no runs found (no */history.jsonl below it); point at a results directory "
                          "written by `chaos run`, or run `chaos check RUN_DIR` on runs that only have events/")
-    keys: dict[str, Path] = {}
+    return _keyed(out, results)
+
+
+def _keyed(runs: list[RunFiles], results: Path) -> list[RunFiles]:
+    """The runs with their run keys told apart (:attr:`RunDir.run`); two copies of one run raise ``UsageError``.
+
+    Runs sharing ``<date>/<experiment>/<run dir name>`` get the header dimensions that differ between them
+    appended (:func:`_qualifiers`); runs whose headers agree on all of them (run id, seed, every version, the
+    members' client versions) are the same run twice.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, rf in enumerate(runs):
+        groups.setdefault(rf.run_dir.run, []).append(i)
+    out = list(runs)
+    for indices in groups.values():
+        if len(indices) < 2:
+            continue
+        group = [runs[i] for i in indices]
+        for i, qualifier in zip(indices, _qualifiers(group), strict=True):
+            out[i] = replace(runs[i], run_dir=replace(runs[i].run_dir, qualifier=qualifier))
+    keys: dict[str, RunFiles] = {}
     for rf in out:
-        prev = keys.setdefault(rf.run_dir.run, rf.run_dir.path)
-        if prev != rf.run_dir.path:
-            raise UsageError(f"{prev} and {rf.run_dir.path} map to the same run key {rf.run_dir.run}; "
-                             "give each run of a night and experiment its own directory name")
+        prev = keys.setdefault(rf.run_dir.run, rf)
+        if prev is not rf:
+            h = rf.header
+            raise UsageError(
+                f"{prev.run_dir.path} and {rf.run_dir.path} hold the same run (header run_id {h.get('run_id')!s}, "
+                f"seed {h.get('seed')!s}, Kafka {_kafka_version(h) or 'unknown'}, the same versions): both map to the "
+                f"run key {rf.run_dir.run}; move the copy out of {results}, or give each run its own directory name")
     return out

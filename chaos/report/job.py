@@ -6,7 +6,8 @@
 - ``tables/<name>/date=.../experiment=.../`` Parquet (see :mod:`chaos.report.tables`);
 - ``report.html`` (self-contained), ``summary.json`` (everything below, machine-readable);
 - ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``liveness.csv`` (per experiment and Kafka
-  version: longest rebalance and unavailability distributions), ``trend.csv``, ``recheck.csv``,
+  version: longest rebalance and unavailability distributions), ``by_versions.csv`` (verdicts and figures per
+  experiment x Kafka version x client versions), ``trend.csv``, ``recheck.csv``,
   ``violations.csv``, ``runs.csv``.
 """
 
@@ -191,7 +192,7 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
     rates = report_metrics.pass_rates(runs_pd)
     run_dirs = {r.run_dir.run: str(r.run_dir.path) for r in runs}
     csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
-            "liveness.csv": agg["liveness"], "pass_rates.csv": rates,
+            "liveness.csv": agg["liveness"], "by_versions.csv": agg["by_versions"], "pass_rates.csv": rates,
             "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
             "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
                 failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else ""))}
@@ -209,6 +210,7 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         "violations": int(len(violations)),
         "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
         "ttr_by_fault": _records(agg["ttr_by_fault"]), "liveness": _records(agg["liveness"]),
+        "by_versions": _records(agg["by_versions"]),
         "pass_rates": _records(rates), "flaky": int(rates["flaky"].sum()) if len(rates) else 0,
         "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
                     "agree": bool(len(disagreements) == 0),
@@ -259,16 +261,17 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         by_invariant=render.table(agg["by_invariant"], left=["date", "experiment", "invariant"]),
         ttr_table=render.table(agg["ttr_by_fault"], left=["date", "experiment", "fault_type"]),
         liveness_table=render.table(agg["liveness"], left=["experiment", "kafka_version"]),
+        versions_table=_versions_section(agg["by_versions"]),
         plots=render.distribution_plots(faults, rebalances, zombies, unavail, nightly),
         trend_table=render.table(trend, left=["date", "experiment", "previous_date"],
                                  row_class=lambda r: "fail" if (r.get("pass_rate_change") or 0) < 0 else ""),
         violations=render.violation_blocks(violations, evidence, max_violations, run_dirs, out),
         timelines="\n".join(blocks),
-        runs_table=render.table(runs_pd, ["run", "valid", "kafka_version", "client", "failed_checkers", "events",
-                                          "send_ok", "lost",
+        runs_table=render.table(runs_pd, ["run", "valid", "kafka_version", "client_versions", "failed_checkers",
+                                          "events", "send_ok", "lost",
                                           "duplicate_deliveries", "rebalances", "fault_count", "time_to_recover_s",
                                           "zombie_window_max_s", "duration_s"],
-                                left=["run", "valid", "kafka_version", "client", "failed_checkers"],
+                                left=["run", "valid", "kafka_version", "client_versions", "failed_checkers"],
                                 row_class=failing),
         files="<ul>" + "".join(f"<li><code>{html.escape(str(p))}</code></li>"
                                for p in [out / SUMMARY_FILE, *[out / n for n in csvs],
@@ -295,3 +298,16 @@ def _pass_rate_section(rates) -> str:
                                   "inconclusive", "pass_rate", "interval95", "commits", "flaky", "flaky_commits"],
                            left=["experiment", "kafka_version", "client", "interval95", "flaky", "flaky_commits"],
                            row_class=lambda r: "warn" if r["flaky"] else ("fail" if r["failed"] else "")))
+
+
+#: the columns of the per-version table, as shown
+VERSIONS_COLUMNS = ["experiment", "kafka_version", "client_versions", "runs", "passed", "failed", "inconclusive",
+                    "unjudged", "pass_rate", "lost", "duplicate_deliveries", "duplicate_rate", "ttr_p50_s",
+                    "ttr_p90_s", "ttr_max_s", "longest_rebalance_p90_s", "unavailable_max_s", "zombie_windows"]
+
+
+def _versions_section(by_versions) -> str:
+    """Verdicts and the main figures per experiment x Kafka version x client versions (``by_versions.csv``);
+    a row with a failed run is marked as failing, one with an inconclusive run as a warning."""
+    return render.table(by_versions, VERSIONS_COLUMNS, left=["experiment", "kafka_version", "client_versions"],
+                        row_class=lambda r: "fail" if r["failed"] else ("warn" if r["inconclusive"] else ""))

@@ -17,7 +17,10 @@ Definitions:
 - *duplicate rate*: consumed offsets seen more than once within a group / ``send_ok``;
 - *unavailability*: per partition, seconds without an owner after the group's first
   assignment (``partition_unavailability.unowned_s``);
-- *trend*: each night's figures against the previous night of the same experiment.
+- *trend*: each night's figures against the previous night of the same experiment;
+- *by versions*: verdict counts, pass rate, lost and duplicate deliveries, run time to recover, longest
+  rebalance, unavailability and zombie windows per experiment x Kafka version x client versions (the runs
+  table's ``client_versions``: every ``"<client> <version>"`` the run's members started on).
 """
 
 from __future__ import annotations
@@ -112,6 +115,25 @@ SELECT experiment, coalesce(kafka_version, 'unknown') AS kafka_version, count(*)
 FROM runs GROUP BY experiment, coalesce(kafka_version, 'unknown') ORDER BY experiment, kafka_version
 """
 
+#: Verdicts and the main figures per experiment x Kafka version x client versions (issue 34: a version matrix):
+#: the runs of one experiment on each (Kafka version, members' client versions) side by side.
+_BY_VERSIONS = """
+SELECT experiment, coalesce(kafka_version, 'unknown') AS kafka_version,
+       coalesce(client_versions, 'unknown') AS client_versions, count(*) AS runs,
+       sum(CASE WHEN valid = 'true' THEN 1 ELSE 0 END) AS passed,
+       sum(CASE WHEN valid = 'false' THEN 1 ELSE 0 END) AS failed,
+       sum(CASE WHEN valid = 'unknown' THEN 1 ELSE 0 END) AS inconclusive,
+       sum(CASE WHEN NOT judged THEN 1 ELSE 0 END) AS unjudged,
+       sum(CASE WHEN valid = 'true' THEN 1 ELSE 0 END) / count(*) AS pass_rate,
+       sum(lost) AS lost, sum(duplicate_deliveries) AS duplicate_deliveries,
+       CASE WHEN sum(send_ok) > 0 THEN sum(duplicate_deliveries) / sum(send_ok) END AS duplicate_rate,
+       percentile(time_to_recover_s, 0.5) AS ttr_p50_s, percentile(time_to_recover_s, 0.9) AS ttr_p90_s,
+       max(time_to_recover_s) AS ttr_max_s, percentile(longest_rebalance_s, 0.9) AS longest_rebalance_p90_s,
+       max(unavailable_max_s) AS unavailable_max_s, coalesce(sum(zombie_windows), 0) AS zombie_windows
+FROM runs GROUP BY experiment, coalesce(kafka_version, 'unknown'), coalesce(client_versions, 'unknown')
+ORDER BY experiment, kafka_version, client_versions
+"""
+
 
 def register(spark, tables: dict[str, Any]) -> None:
     for name, df in tables.items():
@@ -130,6 +152,7 @@ def compute(spark, tables: dict[str, Any]) -> dict[str, Any]:
         "by_invariant": spark.sql(_BY_INVARIANT).toPandas(),
         "ttr_by_fault": spark.sql(_TTR_BY_FAULT).toPandas(),
         "liveness": spark.sql(_LIVENESS).toPandas(),
+        "by_versions": spark.sql(_BY_VERSIONS).toPandas(),
     }
     for name in ("nightly", "trend"):
         out[name]["date"] = out[name]["date"].astype(str)

@@ -1,10 +1,13 @@
 """Loading an archive into Parquet tables with Spark.
 
 Tables (``REPORT/tables/<name>/date=.../experiment=.../*.parquet``), keyed by
-``run`` (``<date>/<experiment>/<run dir>``, see :class:`chaos.report.archive.RunDir`):
+``run`` (``<date>/<experiment>/<run dir>``, with ``[kafka=...]`` or the other header
+dimensions that tell apart runs of the same name, see :class:`chaos.report.archive.RunDir`):
 
 - ``runs``: one row per run: header facts, the checkers' verdict and metrics
-  (``checks.json``), the outcome, and counts derived from the events;
+  (``checks.json``), the outcome, and counts derived from the events; ``kafka_version``
+  (header), ``client`` and ``client_versions`` (the members' ``member_start`` events,
+  see :data:`CLIENT_VERSIONS_SQL`);
 - ``events``: one row per history line after the header, typed columns per kind
   and ``t_s`` (seconds since the run's first event); the line as written is not
   copied (the report reads its evidence lines from ``history.jsonl`` by ``seq``);
@@ -304,7 +307,7 @@ def parse_events(spark, runs: Sequence[RunFiles]):
                          "'partition', cast(x[1] as int))), 'subscription', m.subscription))").alias("members"),
                   "broker", F.col("event").alias("log_event"), "fault_id", "fault_type", "target_role", "node",
                   "trigger", "traits", "stage", "ok", F.col("name").alias("phase"), "protocol", "assignor", "client",
-                  "instance_id",
+                  "client_version", "instance_id",
                   F.expr("transform(records, x -> named_struct('partition', cast(x[0] as int), 'offset', "
                          "cast(x[1] as bigint)))").alias("final_records"),
                   ((F.col("mono_ns") - F.col("_first_ns")) / F.lit(1e9)).alias("t_s"))
@@ -436,6 +439,15 @@ FROM iv GROUP BY run, group_id, topic, partition
 """
 
 
+#: The runs table's ``client_versions``: the sorted distinct ``"<client> <version>"`` of the run's ``member_start``
+#: events, joined by ``+`` ("confluent-kafka 2.12.0+confluent-kafka 2.16.1+java 4.1.0"). Every start counts (a
+#: member upgraded mid-run adds its second version); the version is ``client_version`` without its remark
+#: ("2.16.1 (librdkafka 2.16.1)" -> "2.16.1"), as :func:`chaos.report.archive.header_client_versions` spells it.
+CLIENT_VERSIONS_SQL = ("concat_ws('+', array_sort(collect_set(CASE WHEN trim(substring_index(client_version, ' (', 1)) "
+                       "<> '' THEN concat(client, ' ', trim(substring_index(client_version, ' (', 1))) "
+                       "ELSE client END)))")
+
+
 def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress) -> dict[str, Any]:
     """Write every table under ``out/tables`` and return the DataFrames read back from Parquet."""
     from pyspark.sql import functions as F
@@ -534,9 +546,11 @@ def build_tables(spark, runs: Sequence[RunFiles], out: Path, progress: Progress)
             .select("run", (F.col("n") - F.col("u")).alias("duplicate_deliveries")))
     reb = rebalances.groupBy("run").agg(F.count("*").alias("rebalances"))
     # the consumer client libraries of the run's members (member_start), e.g. "confluent-kafka" or
-    # "confluent-kafka+java" for a mixed group; null when no member_start was recorded
+    # "confluent-kafka+java" for a mixed group, and their versions (CLIENT_VERSIONS_SQL); null when no
+    # member_start was recorded
     clients = (events.where((F.col("kind") == "member_start") & F.col("client").isNotNull())
-               .groupBy("run").agg(F.concat_ws("+", F.array_sort(F.collect_set("client"))).alias("client")))
+               .groupBy("run").agg(F.concat_ws("+", F.array_sort(F.collect_set("client"))).alias("client"),
+                                   F.expr(CLIENT_VERSIONS_SQL).alias("client_versions")))
     runs_df = (spark.createDataFrame(_runs_rows(runs), RUNS_SCHEMA)
                .join(counts, "run", "left").join(dups, "run", "left").join(reb, "run", "left")
                .join(clients, "run", "left")

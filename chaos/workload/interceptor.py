@@ -61,7 +61,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
 
-from chaos.cluster.runtime import Progress, _run_logged, cache_root, sources_digest
+from chaos.cluster.runtime import Progress, run_logged, cache_root, sources_digest
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
@@ -134,10 +134,10 @@ def ensure_interceptor(progress: Progress = _quiet) -> Path:
                 "-DskipTests", "package"]
         log = cache_root() / "logs" / "mvn-interceptor.log"
         try:
-            _run_logged([*base, "-o"], dict(os.environ), log, "offline build failed")
+            run_logged([*base, "-o"], dict(os.environ), log, "offline build failed")
         except UsageError:
             progress("interceptor: building java/interceptor with Maven (kafka-clients and plugins from Maven Central) ...")
-            _run_logged(base, dict(os.environ), log,
+            run_logged(base, dict(os.environ), log,
                         "Maven could not build the kafka-chaos consumer interceptor: check that Maven Central is reachable")
         built = build / "target" / JAR_NAME
         out.mkdir(exist_ok=True)

@@ -36,6 +36,7 @@ from confluent_kafka import KafkaError, Producer
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
 from chaos.outcome import Operation, Outcome, classify
+from chaos.workload.clients.confluent import librdkafka_version
 from chaos.workload.spec import WorkerConfig
 
 
@@ -127,4 +128,4 @@ def _seed_material(cfg: WorkerConfig) -> str:
 
 
 def client_version() -> str:
-    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+    return f"{confluent_kafka.__version__} (librdkafka {librdkafka_version()})"

@@ -26,6 +26,7 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -35,9 +36,10 @@ from chaos.errors import InfrastructureError, UsageError
 from chaos.history.event import SCHEMA_VERSION, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
-from chaos.model.workload import ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
+from chaos.cluster.runtime import kafka_runtime
+from chaos.model.workload import Client, ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
-from chaos.workload import application, processed_reports
+from chaos.workload import application, libraries, processed_reports
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
 from chaos.workload.spec import WorkerConfig
@@ -121,7 +123,6 @@ class WorkloadRun:
             self.start_producer(name)
 
     def _write_header(self) -> None:
-        import confluent_kafka
         import kafka as kafka_python
 
         header = {
@@ -130,13 +131,29 @@ class WorkloadRun:
                            "topic": self.topic, "group": self.group},
             "versions": {"kafka": self.cluster.spec.kafka_version, "kafka-chaos": chaos.__version__,
                          "kafka-chaos-commit": chaos.source_commit(),
-                         "confluent-kafka": confluent_kafka.__version__,
-                         "librdkafka": confluent_kafka.libversion()[0],
+                         **libraries.reported_by_imports(Client.CONFLUENT_KAFKA.value),
                          "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
+            # per member: the release it starts on (null: the default) and what that library reports of itself
+            "members": {name: self._member_versions(spec) for name, spec in self.member_specs.items()},
             "configs": {"cluster": self.cluster.status()},
         }
         (self.run_dir / "header.json").write_text(json.dumps(header, indent=1, default=str))
         (self.run_dir / "resolved.json").write_text(json.dumps(header["experiment"], indent=2, default=str))
+
+    def _member_versions(self, spec: ConsumerSpec) -> dict[str, Any]:
+        """The header's record of one member's client library (issue 34): ``client``, ``client_version`` as asked
+        (None: the default), ``library``: what that library reports of itself (:mod:`chaos.workload.libraries`).
+        A member upgraded by a fault records each later release in its own ``member_start`` events."""
+        if spec.command is not None:
+            return {"client": MemberClient.COMMAND.value, "client_version": None, "library": {}}
+        lib = libraries.member_library(spec)
+        if lib is not None:
+            reported = dict(lib.reported)
+        elif spec.client is Client.JAVA:
+            reported = libraries.java_reported(kafka_runtime(self.cluster.spec.kafka_version).lib_dir)
+        else:
+            reported = libraries.reported_by_imports(spec.client.value)
+        return {"client": spec.client.value, "client_version": spec.client_version, "library": reported}
 
     def _spawn(self, name: str, cfg: WorkerConfig, into: dict[str, ManagedProcess]) -> ManagedProcess:
         assert self.session is not None
@@ -162,6 +179,9 @@ class WorkloadRun:
             if spec.reports_processed:
                 env[processed_reports.OUTPUT_TOPIC_ENV] = processed_reports.output_topic(self.topic)
             cwd = Path(spec.cwd) if spec.cwd is not None else None
+        lib = libraries.member_library(spec) if spec is not None and spec.client is not Client.JAVA else None
+        if lib is not None:  # the release asked for shadows the project's own (the Java worker finds its jars)
+            env = libraries.python_env(lib, env)
         try:
             proc = self.session.spawn(name, argv, wdir / f"{name}.out", cwd=cwd, env=env)
         except FileNotFoundError as exc:

@@ -18,7 +18,10 @@ def main(argv: list[str]) -> int:
         from chaos.workload.producer import run_producer
         return run_producer(cfg)
     from chaos.model.workload import Client
+    from chaos.workload.libraries import check_imported
 
+    if cfg.consumer is not None:
+        check_imported(cfg.consumer)
     if cfg.consumer is not None and cfg.consumer.app is not None:
         from chaos.workload.application import run_app
         return run_app(cfg)

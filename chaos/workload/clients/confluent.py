@@ -68,6 +68,13 @@ _MAGIC = b"CGMDv2:"
 DEBUG_CONTEXTS = "cgrp,consumer"
 
 
+def librdkafka_version() -> str:
+    """librdkafka's version string: ``confluent_kafka.libversion()`` is ``(str, int)`` in most releases and the
+    string alone in some (2.12.0)."""
+    v = confluent_kafka.libversion()
+    return v if isinstance(v, str) else v[0]
+
+
 def parse_group_metadata(raw: bytes) -> tuple[int | None, str | None]:
     """(generation, member id) from librdkafka's serialized consumer group metadata.
 
@@ -137,8 +144,7 @@ def member_view(spec: ConsumerSpec, raw: bytes) -> tuple[int | None, str | None]
 
 class ConfluentClient:
     name = Client.CONFLUENT_KAFKA.value
-    # confluent_kafka.version() is the version string itself since 2.16 (a (string, int) tuple before)
-    version = f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+    version = f"{confluent_kafka.__version__} (librdkafka {librdkafka_version()})"
 
     def __init__(self, cfg: WorkerConfig, log: ClientLog | None = None):
         spec = cfg.consumer

@@ -126,6 +126,7 @@ from chaos.model.workload import Assignor, Client, CommitMode, ConsumerSpec, Gro
 from chaos.outcome import Operation, classify
 from chaos.process import _pdeathsig
 from chaos.workload.clients.client_log import ClientLog
+from chaos.workload.libraries import java_reported, library
 from chaos.workload.spec import WorkerConfig
 
 MAIN_CLASS = "org.apache.kafka.tools.VerifiableConsumer"
@@ -582,10 +583,25 @@ def tools_version(runtime: KafkaRuntime) -> tuple[int, int]:
 
 
 def client_version(runtime: KafkaRuntime) -> str:
-    """The kafka-clients version on the classpath (from its jar name)."""
+    """The version the kafka-clients on the classpath reports (``AppInfoParser``'s resource); its jar name's
+    version when the jar carries none."""
+    reported = java_reported(runtime.lib_dir).get("kafka-clients")
+    if reported is not None:
+        return reported
     for jar in sorted(runtime.lib_dir.glob("kafka-clients-*.jar")):
         return jar.stem.removeprefix("kafka-clients-")
     return runtime.version
+
+
+def member_runtime(cfg: WorkerConfig) -> KafkaRuntime:
+    """The jars a Java member runs: its ``client_version``'s (kafka-tools and kafka-clients of that release,
+    :mod:`chaos.workload.libraries`), else the broker's own release."""
+    spec = cfg.consumer
+    assert spec is not None
+    if spec.client_version is not None:
+        lib = library(Client.JAVA, spec.client_version)
+        return KafkaRuntime(spec.client_version, lib.lib_dir)
+    return kafka_runtime(cfg.kafka_version)
 
 
 def run_java_consumer(cfg: WorkerConfig) -> int:
@@ -593,7 +609,7 @@ def run_java_consumer(cfg: WorkerConfig) -> int:
     spec = cfg.consumer
     assert spec is not None
     check_spec(spec)
-    runtime = kafka_runtime(cfg.kafka_version)
+    runtime = member_runtime(cfg)
     events = EventWriter.for_run(cfg.run_dir, cfg.name)
     log = ClientLog(cfg.run_dir, cfg.name)
     # cooperative-sticky (KIP-429) and KIP-848 both call the listener with only what changes
