@@ -61,7 +61,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
 
-from chaos.cluster.runtime import Progress, run_logged, cache_root, sources_digest
+from chaos.cluster.runtime import Progress, cache_root, run_logged, sources_digest
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter

@@ -209,7 +209,7 @@ def reported_by_imports(client: str) -> dict[str, str]:
 
         from chaos.workload.clients.confluent import librdkafka_version
 
-        return {"confluent-kafka": confluent_kafka.__version__, "librdkafka": librdkafka_version()}
+        return {"confluent-kafka": str(confluent_kafka.__version__), "librdkafka": librdkafka_version()}
     import kafka
 
     return {"kafka-python": kafka.__version__}

@@ -32,11 +32,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
+from chaos.cluster.runtime import kafka_runtime
 from chaos.errors import InfrastructureError, UsageError
 from chaos.history.event import SCHEMA_VERSION, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
-from chaos.cluster.runtime import kafka_runtime
 from chaos.model.workload import Client, ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
 from chaos.workload import application, libraries, processed_reports
