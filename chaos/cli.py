@@ -24,7 +24,10 @@ from chaos.errors import InfrastructureError, UsageError
 from chaos.model.backend import BackendName
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from chaos.model.experiment import Experiment
+    from chaos.model.workload import Client
 
 EXIT_CODES = """\b
 Exit codes:
@@ -152,6 +155,31 @@ def _check_kafka_version(version: str | None) -> None:
 VERSIONS_HELP = "2.8.x-3.9.x run ZooKeeper, 3.7.x-4.x KRaft; 4.x is KRaft only"
 
 
+def _client_releases(items: tuple[str, ...], option: str) -> dict[Client, str]:
+    """``CLIENT=X.Y.Z`` options -> {client: release}; a one-line UsageError naming the option otherwise."""
+    from chaos.model.workload import parse_client_release
+
+    out: dict[Client, str] = {}
+    for item in items:
+        try:
+            client, version = parse_client_release(item)
+        except ValueError as exc:
+            raise UsageError(f"{option} {exc}") from None
+        if out.setdefault(client, version) != version:
+            raise UsageError(f"{option} names {client.value} twice ({out[client]}, {version}): give one release")
+    return out
+
+
+def _prepare_clients(exps: list[Experiment], console: Console) -> None:
+    """Every client release the experiments' members name, prepared before any cluster starts: a release that does
+    not exist or does not install is bad input (exit 2), not a failed run."""
+    from chaos.workload.libraries import ensure_for, releases_of
+
+    wanted = sorted({r for e in exps for r in releases_of(e)})
+    if wanted:
+        ensure_for(wanted, console.log)
+
+
 def client_side_assignors(exp: Experiment) -> list[str]:
     """The members of ``exp`` whose client-side assignor ``--group-protocol consumer`` sets aside."""
     from chaos.model.workload import ConsumerSpec
@@ -192,18 +220,33 @@ def main() -> None:
 
 @main.command(short_help="Fetch Kafka (Maven Central) and build Toxiproxy (Go module proxy) into the cache.",
               epilog="\b\nExamples:\n  chaos setup\n  chaos setup --kafka-version 3.7.2\n"
-                     "  chaos setup --kafka-version 4.4.0\n  KAFKA_CHAOS_CACHE=/data/kc chaos setup")
+                     "  chaos setup --kafka-version 4.4.0\n  chaos setup --client confluent-kafka==2.12.0 "
+                     "--client java==4.1.0\n  KAFKA_CHAOS_CACHE=/data/kc chaos setup")
 @click.option("--kafka-version", default=None, metavar="X.Y.Z",
               help=f"Kafka release to fetch: {VERSIONS_HELP} (default 3.9.1).")
-def setup(kafka_version: str | None) -> None:
+@click.option("--client", "client_releases", multiple=True, metavar="CLIENT==X.Y.Z",
+              help="a client library release to prepare for members' client_version (confluent-kafka, kafka-python "
+                   "from PyPI; java: kafka-clients + VerifiableConsumer from Maven Central); repeatable. Alone, "
+                   "only the clients are prepared")
+def setup(kafka_version: str | None, client_releases: tuple[str, ...]) -> None:
     """Fetch Kafka jars (Maven Central) and build Toxiproxy (Go module proxy) into the cache
     ($KAFKA_CHAOS_CACHE, default ~/.cache/kafka-chaos). A no-op when they are there already. Without
-    --kafka-version: the releases the catalogue runs (3.9.1 with ZooKeeper, 4.4.0 with KRaft)."""
+    --kafka-version: the releases the catalogue runs (3.9.1 with ZooKeeper, 4.4.0 with KRaft). With
+    --client: client library releases members can name in client_version (docs/client-versions.md)."""
     from chaos.cluster import runtime
     from chaos.model.cluster import KRAFT_KAFKA_VERSION
 
     console = _console()
     _check_kafka_version(kafka_version)
+    clients = _client_releases(client_releases, "--client")
+    if clients and kafka_version is None:
+        from chaos.workload.libraries import ensure_library
+
+        for client, version in clients.items():
+            lib = ensure_library(client, version, console.log)
+            click.echo(f"ready: {client.value} {version} at {lib.root} (reports "
+                       f"{', '.join(f'{k} {v}' for k, v in lib.reported.items())})")
+        return
     versions = [kafka_version] if kafka_version else [runtime.DEFAULT_KAFKA_VERSION, KRAFT_KAFKA_VERSION]
     with console.status("setting up the runtime ...") as status:
         def progress(msg: str) -> None:
@@ -213,9 +256,14 @@ def setup(kafka_version: str | None) -> None:
         runtime.java_binary()
         kafkas = [runtime.ensure_kafka(v, progress) for v in versions]
         tox = runtime.ensure_toxiproxy(progress)
+        from chaos.workload.libraries import ensure_library
+
+        libs = [ensure_library(c, v, progress) for c, v in clients.items()]
     for kafka in kafkas:
         click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}")
     click.echo(f"ready: toxiproxy {tox.version} at {tox.binary}")
+    for lib in libs:
+        click.echo(f"ready: {lib.client.value} {lib.version} at {lib.root}")
 
 
 @main.group(cls=_Group, context_settings=CONTEXT,
@@ -610,6 +658,9 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
                    "needs KRaft; the coordinator assigns, so members' client-side assignors are set aside)")
 @click.option("--backend", default=None, type=click.Choice([b.value for b in BackendName]),
               help="override the experiments' cluster backend (docker: containers on kafka-chaos's own engine)")
+@click.option("--client-version", "client_releases", multiple=True, metavar="CLIENT=X.Y.Z",
+              help="run every member of CLIENT (confluent-kafka, kafka-python, java) on that library release, "
+                   "prepared into the cache first (repeatable; docs/client-versions.md)")
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
 @click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h, 900s)")
@@ -617,8 +668,8 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print the outcomes as a JSON list (one object per run) instead of one line per run")
-def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, nightly, budget, attach, directories,
-        as_json) -> None:
+def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, client_releases, nightly, budget, attach,
+        directories, as_json) -> None:
     """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
     planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
@@ -634,6 +685,7 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
     if runs is not None and runs > MAX_RUNS:
         raise UsageError(f"--runs {runs}: at most {MAX_RUNS} runs per experiment")
     _check_kafka_version(kafka_version)
+    clients = _client_releases(client_releases, "--client-version")
     root = out or Path("results" if nightly else "runs")
     refuse_out_in_run(root)
     if experiments:
@@ -654,13 +706,14 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
                         f"aside in {'; '.join(set_aside)}")
     from chaos.experiment import apply_overrides
 
+    overrides = {"kafka_version": kafka_version, "group_protocol": group_protocol, "client_versions": clients}
     if experiments:  # named: each must run as asked
-        exps = [apply_overrides(e, kafka_version=kafka_version, group_protocol=group_protocol) for e in exps]
+        exps = [apply_overrides(e, **overrides) for e in exps]
     else:  # the whole catalogue: what cannot run on this cluster / protocol (ZooKeeper faults on KRaft) is left out
         fitting, left_out = [], []
         for e in exps:
             try:
-                fitting.append(apply_overrides(e, kafka_version=kafka_version, group_protocol=group_protocol))
+                fitting.append(apply_overrides(e, **overrides))
             except UsageError as exc:
                 left_out.append(_one_line(exc))
         if not fitting:
@@ -680,6 +733,7 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, ni
                              "with `chaos cluster up --like EXPERIMENT`")
         console.log(f"--cluster {attach}: left out {len(left)} experiment(s) of another cluster shape")
         exps = [e for e in exps if e not in left]
+    _prepare_clients(exps, console)
     cluster_dir = _attach(attach, exps, backend)
     budget_s = parse_budget(budget) if nightly else 0.0
     total = "?" if nightly else sum(runs or e.runs for e in exps)

@@ -9,6 +9,7 @@ the package (``chaos/catalogue``); ``./experiments/`` and ``--dir`` add to it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from chaos.model.cluster import validate_kafka_version
 # the records themselves live in the model layer; this module reads them from files
 from chaos.model.experiment import Experiment
 from chaos.model.faults import declarations
+from chaos.model.workload import Client
 
 
 def _error_line(source: str, exc: ValidationError) -> str:
@@ -206,7 +208,7 @@ def dump_schema(path: Path) -> None:
 
 
 def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_protocol: str | None = None,
-                    flag: str = "--") -> Experiment:
+                    client_versions: Mapping[Client, str] | None = None, flag: str = "--") -> Experiment:
     """``exp`` on another Kafka release and/or group protocol, validated again as a whole.
 
     Used by ``chaos run --kafka-version/--group-protocol`` and by the pytest plugin's
@@ -218,10 +220,14 @@ def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_
     ``classic`` ``remote_assignor`` is dropped. A combination the model refuses (KIP-848 on a ZooKeeper
     cluster, kafka-python under KIP-848, a ZooKeeper target on KRaft, ...) is a one-line UsageError
     naming the experiment and the options.
+
+    ``client_versions`` (``--client-version CLIENT=X.Y.Z``, issue 34) sets ``client_version`` on every member of
+    that client (a ``command`` member brings its own client and is left as it is); a release too old for a
+    member's group protocol is refused the same way.
     """
     from chaos.model.workload import ConsumerSpec, GroupProtocol
 
-    if kafka_version is None and group_protocol is None:
+    if kafka_version is None and group_protocol is None and not client_versions:
         return exp
     data = exp.model_dump()
     given = []
@@ -237,4 +243,9 @@ def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_
             else:
                 member["remote_assignor"] = None
         given.append(f"{flag}group-protocol {protocol.value}")
+    for client, version in (client_versions or {}).items():
+        for member in data["workload"]["consumers"]:
+            if member["client"] == client and member["command"] is None:
+                member["client_version"] = version
+        given.append(f"{flag}client-version {client.value}={version}")
     return parse_experiment(data, f"{exp.name} with {' '.join(given)}")

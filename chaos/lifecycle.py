@@ -102,6 +102,9 @@ class Run:
         why = missing_capabilities(self.cluster, self.experiment)
         if why:
             raise UsageError(why)
+        from chaos.workload.libraries import ensure_for, releases_of
+
+        ensure_for(releases_of(self.experiment), progress=lambda _: None)  # no-op when cached (chaos run did it)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "schedule.json").write_text(json.dumps(timeline(self.planned), indent=1))
         resolved = self._source or json.loads(self.experiment.model_dump_json())

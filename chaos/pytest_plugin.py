@@ -22,7 +22,8 @@ exact schedule (``--chaos-seed``).
 Options (ini keys in brackets): ``--chaos-backend`` [chaos_backend],
 ``--chaos-seed`` [chaos_seed], ``--chaos-runs`` [chaos_runs],
 ``--chaos-kafka-version`` (alias ``--kafka-version``) [chaos_kafka_version],
-``--chaos-group-protocol`` [chaos_group_protocol], ``--chaos-out`` [chaos_out],
+``--chaos-group-protocol`` [chaos_group_protocol],
+``--chaos-client-version CLIENT=X.Y.Z`` (repeatable) [chaos_client_versions, one per line], ``--chaos-out`` [chaos_out],
 ``--chaos-cluster`` [chaos_cluster] (run on a running ``chaos cluster up`` cluster, as ``chaos run --cluster``:
 the shared cluster is that one, and a ``run_experiment`` of another shape fails saying what differs),
 ``--run-slow`` (nightly-size tests marked ``slow``).
@@ -31,7 +32,10 @@ The Kafka version and group protocol act as ``chaos run --kafka-version/--group-
 (:func:`chaos.experiment.apply_overrides`): every ``run_experiment`` experiment is moved onto them and validated
 again (a 4.x version means KRaft); one the move makes impossible (a ZooKeeper fault on KRaft,
 kafka-python under KIP-848) is skipped with the model's reason. The shared cluster runs the version
-(default 3.9.1), and ``consumer_group`` members get the protocol unless the test names one.
+(default 3.9.1), and ``consumer_group`` members get the protocol unless the test names one. A client version acts
+as ``chaos run --client-version`` does: every member of that client, in ``run_experiment`` experiments and
+``consumer_group`` groups (unless the test names a ``client_version``), runs that library release, prepared into
+the cache before its run (docs/client-versions.md).
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     choices=["classic", "consumer"],
                     help="group protocol of every member: classic, or consumer (KIP-848; needs KRaft) "
                          "[ini chaos_group_protocol]")
+    group.addoption("--chaos-client-version", dest="chaos_client_versions", action="append", default=None,
+                    metavar="CLIENT=X.Y.Z",
+                    help="run every member of CLIENT (confluent-kafka, kafka-python, java) on that library release "
+                         "(repeatable) [ini chaos_client_versions]")
     group.addoption("--chaos-out", default=None, help="directory for run directories (default: pytest's tmp)")
     group.addoption("--chaos-cluster", default=None, metavar="SESSION",
                     help="run on this running local cluster (`chaos cluster up --like EXPERIMENT`) instead of "
@@ -94,6 +102,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="")
     parser.addini("chaos_group_protocol", "group protocol of every member: classic or consumer (default: each "
                                           "experiment's)", default="")
+    parser.addini("chaos_client_versions", "CLIENT=X.Y.Z client library releases of every member of CLIENT",
+                  type="linelist", default=[])
     parser.addini("chaos_out", "directory for run directories", default="")
     parser.addini("chaos_cluster", "a running local cluster to run on (chaos cluster up)", default="")
     parser.addini("chaos_experiments", "directory of the experiment catalogue", default="experiments")
@@ -118,6 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
     attach = _opt(config, "--chaos-cluster", "chaos_cluster") or None
     if attach is not None:
         _check_attach(config, attach)
+    _client_versions(config)  # refused at once, before any test runs
     version, protocol = _kafka_version(config), _group_protocol(config)
     if version is None and protocol is None:
         return  # nothing to check: the model is not even imported
@@ -202,6 +213,23 @@ def _group_protocol(config: pytest.Config) -> str | None:
     return protocol
 
 
+def _client_versions(config: pytest.Config) -> dict:
+    """{Client: release} asked for (options, else ini); a pytest.UsageError saying what to write otherwise."""
+    items = config.getoption("chaos_client_versions") or config.getini("chaos_client_versions")
+    if not items:
+        return {}
+    from chaos.model.workload import parse_client_release
+
+    out: dict = {}
+    for item in items:
+        try:
+            client, version = parse_client_release(item)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--chaos-client-version {exc}") from None
+        out[client] = version
+    return out
+
+
 def _marker(request: pytest.FixtureRequest) -> dict:
     m = request.node.get_closest_marker("chaos")
     return dict(m.kwargs) if m else {}
@@ -216,6 +244,7 @@ def chaos_settings(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
         "runs": int(_opt(pytestconfig, "--chaos-runs", "chaos_runs")),
         "kafka_version": _kafka_version(pytestconfig),
         "group_protocol": _group_protocol(pytestconfig),
+        "client_versions": _client_versions(pytestconfig),
         "out": Path(out) if out else tmp_path_factory.mktemp("chaos-runs"),
         "cluster": _opt(pytestconfig, "--chaos-cluster", "chaos_cluster") or None,
         "experiments": Path(pytestconfig.rootpath) / pytestconfig.getini("chaos_experiments"),
@@ -279,12 +308,18 @@ def _chaos_test(request, kafka_cluster, chaos_settings):
 
 @pytest.fixture
 def consumer_group(_chaos_test, chaos_settings):
-    protocol = chaos_settings["group_protocol"]
-    if protocol is None:
+    protocol, clients = chaos_settings["group_protocol"], chaos_settings["client_versions"]
+    if protocol is None and not clients:
         return _chaos_test.consumer_group
 
     def start(members: int = 3, **fields):
-        fields.setdefault("group_protocol", protocol)  # a test that names its protocol keeps it
+        from chaos.model.workload import Client
+
+        if protocol is not None:
+            fields.setdefault("group_protocol", protocol)  # a test that names its protocol keeps it
+        client = Client(fields.get("client", Client.CONFLUENT_KAFKA))
+        if client in clients and fields.get("command") is None:
+            fields.setdefault("client_version", clients[client])  # ... and one that names its release too
         return _chaos_test.consumer_group(members, **fields)
     return start
 
@@ -348,7 +383,7 @@ def experiment_on(exp, settings: dict):
 
     try:
         return apply_overrides(exp, kafka_version=settings["kafka_version"], group_protocol=settings["group_protocol"],
-                               flag="--chaos-")
+                               client_versions=settings["client_versions"], flag="--chaos-")
     except UsageError as exc:
         pytest.skip(f"cannot run here: {exc}")
 

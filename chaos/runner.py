@@ -233,12 +233,25 @@ def judge_once(cluster: Cluster, exp: Experiment, seed: int, run_dir: Path, inde
     return oc
 
 
+def prepare_clients(exp: Experiment) -> str | None:
+    """The client releases ``exp`` runs members on, prepared (a no-op when cached); why one cannot be, else None."""
+    from chaos.workload.libraries import ensure_for, releases_of
+
+    try:
+        ensure_for(releases_of(exp), progress=lambda _: None)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def pooled_run(pool: ClusterPool, exp: Experiment, seed: int, run_dir: Path, index: int) -> RunOutcome:
     """One judged run on a cluster from ``pool``; a run that failed on infrastructure discards the pool's
     clusters (it may have broken them)."""
     from chaos.workload.application import unstartable
 
     why = next(filter(None, (unstartable(f"consumer-{i}", c) for i, c in enumerate(exp.workload.consumers))), None)
+    if why is None:
+        why = prepare_clients(exp)
     if why is not None:  # before a cluster is started or attached for it
         return RunOutcome(exp.name, index, seed, str(run_dir), "error", False, error=why)
     try:

@@ -95,6 +95,8 @@ class DescribedMember:
     host: str
     assignment: tuple[tuple[str, int], ...]
     subscription: tuple[str, ...]
+    #: the member's group.instance.id (KIP-345; DescribeGroups v4+), None for a dynamic member
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,8 @@ def group_description(described: Any) -> GroupDescription:
             member_id=m.member_id, client_id=m.client_id, host=m.client_host,
             assignment=tuple(sorted((t.topic, p) for t in (assignment.assigned_partitions if assignment else ())
                                     for p in t.partitions)),
-            subscription=tuple(sorted(subscription.topics or ())) if subscription else ()))
+            subscription=tuple(sorted(subscription.topics or ())) if subscription else (),
+            instance_id=getattr(m, "group_instance_id", None)))
     return GroupDescription(described.group_id, described.group_state, described.protocol_data or "",
                             tuple(sorted(members, key=lambda m: m.member_id)))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -143,9 +144,11 @@ def run_logged(cmd: list[str], env: dict[str, str], log: Path, failure: str) -> 
     with log.open("w") as out:
         rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
     if rc != 0:
-        lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
-        # Maven's first [ERROR] line names the cause; the rest is boilerplate help
-        errors = [l for l in lines if l.startswith("[ERROR]")]
+        # Maven colours its output even in batch mode when it thinks it may (escape codes would hide "[ERROR]")
+        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        # Maven's first [ERROR] line with words names the cause; the rest is boilerplate help
+        errors = [l for l in lines if l.startswith("[ERROR]") and l.removeprefix("[ERROR]").strip()]
         cause = (errors[0] if errors else " | ".join(lines[-2:]))[:300]
         raise UsageError(f"{failure} (exit {rc}; full log {log}): {cause}")
 

@@ -65,6 +65,27 @@ def release(version: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
+def parse_client_release(text: str) -> tuple[Client, str]:
+    """``"confluent-kafka=2.14.0"`` (or pip's ``==``) -> (Client.CONFLUENT_KAFKA, "2.14.0"), checked against
+    :data:`CLIENT_RELEASES`' oldest; ValueError saying what to write otherwise. The group protocol is checked
+    later, with the member it applies to."""
+    name, sep, version = text.replace("==", "=").partition("=")
+    clients = ", ".join(c.value for c in Client)
+    if not sep or not version:
+        raise ValueError(f"{text!r}: write CLIENT=X.Y.Z with CLIENT one of {clients}, e.g. confluent-kafka=2.14.0")
+    try:
+        client = Client(name.strip())
+    except ValueError:
+        raise ValueError(f"{text!r}: unknown client {name.strip()!r}; use one of {clients}") from None
+    version = version.strip()
+    have = release(version)
+    rules = CLIENT_RELEASES[client]
+    if have < rules.oldest:
+        oldest = ".".join(map(str, rules.oldest))
+        raise ValueError(f"{client.value} {version} is older than {oldest}, {rules.why_oldest}: use {oldest} or newer")
+    return client, version
+
+
 class Assignor(StrEnum):
     RANGE = "range"
     ROUNDROBIN = "roundrobin"
@@ -295,12 +316,8 @@ class ConsumerSpec(_Frozen):
             return
         if self.command is not None:
             raise ValueError("client_version does not apply to a command member: the program brings its own client")
-        have = release(self.client_version)
-        rules = CLIENT_RELEASES[self.client]
-        if have < rules.oldest:
-            oldest = ".".join(map(str, rules.oldest))
-            raise ValueError(f"{self.client.value} {self.client_version} is older than {oldest}, {rules.why_oldest}: "
-                             f"use {oldest} or newer")
+        parse_client_release(f"{self.client.value}={self.client_version}")
+        have, rules = release(self.client_version), CLIENT_RELEASES[self.client]
         if self.group_protocol is GroupProtocol.CONSUMER and rules.kip848 is not None and have < rules.kip848:
             first = ".".join(map(str, rules.kip848))
             raise ValueError(f"{self.client.value} {self.client_version} has no generally available KIP-848 consumer "

@@ -38,10 +38,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from chaos.cluster.runtime import cache_root, require_tool, run_logged
+from chaos.cluster.runtime import cache_root, kafka_runtime, require_tool, run_logged
 from chaos.errors import UsageError
 from chaos.model.workload import PYPI_PACKAGES, Client, ConsumerSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chaos.model.experiment import Experiment
 
 Progress = Callable[[str], None]
 
@@ -122,10 +126,33 @@ def ensure_library(client: Client, version: str, progress: Progress = print) -> 
     return library(client, version)
 
 
-def ensure_for(specs: Iterable[ConsumerSpec], progress: Progress = print) -> dict[tuple[Client, str], ClientLibrary]:
-    """Every release the members ``specs`` name, prepared (what ``chaos run`` does before a cluster starts)."""
-    wanted = sorted({(s.client, s.client_version) for s in specs if s.client_version is not None})
-    return {(c, v): ensure_library(c, v, progress) for c, v in wanted if v is not None}
+def releases_of(experiment: Experiment) -> set[tuple[Client, str]]:
+    """Every (client, release) a run of ``experiment`` starts a member on: its members' ``client_version`` and
+    the releases its ``client_upgrade`` faults move members to."""
+    from chaos.model.faults.membership import ClientUpgrade
+
+    members = experiment.workload.consumers
+    wanted = {(m.client, m.client_version) for m in members if m.client_version is not None}
+    for fault in experiment.faults:
+        if isinstance(fault, ClientUpgrade) and fault.client_version is not None:
+            wanted |= {(m.client, fault.client_version) for m in members if m.command is None}
+    return wanted
+
+
+def ensure_for(releases: Iterable[tuple[Client, str]], progress: Progress = print) -> None:
+    """Every release of ``releases`` prepared (what ``chaos run`` does before a cluster starts)."""
+    for client, version in sorted(releases):
+        ensure_library(client, version, progress)
+
+
+def expected_release(spec: ConsumerSpec, kafka_version: str) -> str:
+    """The release of its library a member of ``spec`` reports at its start (``member_start.client_version``
+    begins with it): its ``client_version``, or the default library's own version."""
+    if spec.client_version is not None:
+        return spec.client_version
+    if spec.client is Client.JAVA:
+        return java_reported(kafka_runtime(kafka_version).lib_dir).get("kafka-clients", kafka_version)
+    return reported_by_imports(spec.client.value)[PYPI_PACKAGES[spec.client]]
 
 
 def _prepare_python(client: Client, version: str, staged: Path) -> dict[str, str]:

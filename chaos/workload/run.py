@@ -151,7 +151,7 @@ class WorkloadRun:
             reported = dict(lib.reported)
         elif spec.client is Client.JAVA:
             reported = libraries.java_reported(kafka_runtime(self.cluster.spec.kafka_version).lib_dir)
-        else:
+        else:  # the project's own, which the driver imports too
             reported = libraries.reported_by_imports(spec.client.value)
         return {"client": spec.client.value, "client_version": spec.client_version, "library": reported}
 

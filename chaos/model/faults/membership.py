@@ -1,5 +1,6 @@
-"""Membership faults: a member changes its subscription (``change_subscription``) or its group protocol
-(``switch_protocol``) and back, or crashes and is replaced by a fresh process (``crash_replace``)."""
+"""Membership faults: a member changes its subscription (``change_subscription``), its group protocol
+(``switch_protocol``) or its client library release (``client_upgrade``) and back, or crashes and is replaced by a
+fresh process (``crash_replace``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import model_validator
 from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults.base import Family, FaultSpec
 from chaos.model.target import MEMBER_ROLES, Role
-from chaos.model.workload import Client
+from chaos.model.workload import Client, ConsumerSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from chaos.model.experiment import Experiment
@@ -68,6 +69,53 @@ class SwitchProtocol(_MembershipFault):
             raise ValueError(f"faults.{i}: switch_protocol on {self.target.value} may pick a kafka-python member, "
                              "which has no KIP-848 consumer protocol: target a member by name, or use "
                              "confluent-kafka / java")
+
+
+class ClientUpgrade(_MembershipFault):
+    """A rolling client upgrade, one member at a time (issue 34).
+
+    The member leaves cleanly (as an application being redeployed does: close, so LeaveGroup or a KIP-848 leave
+    heartbeat, except for a static member, which keeps its instance id's place for a session, KIP-345) and comes
+    back as the same member -- the same name (client id), lane, settings and ``instance_id`` -- on
+    ``client_version``; at the heal it is moved back to the release it had, the same way. Several of them staggered
+    over the chaos phase leave the group mixed meanwhile.
+    """
+
+    type: Literal["client_upgrade"]
+    summary: ClassVar[str] = ("a member leaves cleanly and comes back as the same member (same instance id) on "
+                              "another client_version (back at the heal): a rolling client upgrade")
+    targets: ClassVar[frozenset[Role]] = frozenset({Role.RANDOM_MEMBER, Role.MEMBER})
+    target_error: ClassVar[str | None] = "client_upgrade applies to one member: target member or random_member"
+
+    #: the release the member comes back on (X.Y.Z of its client library); null = the default library (the
+    #: project's pinned Python client, or the broker's own release for a Java member)
+    client_version: str | None
+
+    def upgraded(self, member: ConsumerSpec) -> ConsumerSpec:
+        """``member`` on :attr:`client_version`, validated like a member loaded from a file."""
+        return ConsumerSpec.model_validate({**member.model_dump(), "client_version": self.client_version})
+
+    def check_in(self, experiment: Experiment, i: int) -> None:
+        members = experiment.workload.consumers
+        if self.target is Role.MEMBER:
+            members = (members[int(str(self.node).split("-")[1])],)
+        clients = {m.client for m in members}
+        if len(clients) > 1:
+            raise ValueError(f"faults.{i}: client_upgrade on {self.target.value} may pick a member of any of "
+                             f"{sorted(c.value for c in clients)}, and one release is of one client: target a "
+                             "member by name")
+        for m in members:
+            if m.command is not None:
+                raise ValueError(f"faults.{i}: a command member brings its own client, which kafka-chaos cannot "
+                                 "upgrade: target another member")
+            if m.client_version == self.client_version:
+                raise ValueError(f"faults.{i}: the member runs {m.client.value} "
+                                 f"{self.client_version or 'default'} already: name another client_version")
+            try:
+                self.upgraded(m)
+            except ValueError as exc:
+                reason = str(exc).split("Value error, ", 1)[-1].split(" [type=", 1)[0]
+                raise ValueError(f"faults.{i}: {reason}") from None
 
 
 class CrashReplace(_MembershipFault):

@@ -1,12 +1,14 @@
-"""Membership faults: a member changes its subscription (``change_subscription``) or its group protocol
-(``switch_protocol``), and back.
+"""Membership faults: a member changes its subscription (``change_subscription``), its group protocol
+(``switch_protocol``) or its client library release (``client_upgrade``), and back.
 
 The subscription travels in the member's JoinGroup metadata (KIP-848: its next
 heartbeat), so the coordinator holds the new one only after the member
 rejoined; the evidence is the coordinator's own DescribeGroups answer
 (ConsumerGroupDescribe for a consumer group). A protocol switch is KIP-848's
 online migration path, one member at a time: the evidence is the coordinator's
-ConsumerGroupDescribe listing the member with the new member type.
+ConsumerGroupDescribe listing the member with the new member type. A client upgrade's evidence is the member's
+own start record naming the new release, and the coordinator listing it again under its client id (and its
+instance id, for a static member).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import signal
 import time
 
 from chaos.errors import InfrastructureError
-from chaos.model.faults.membership import ChangeSubscription, SwitchProtocol
+from chaos.model.faults.membership import ChangeSubscription, ClientUpgrade, SwitchProtocol
 from chaos.nemesis.evidence import Active, Evidence
 from chaos.nemesis.kinds import Injection, register
 from chaos.nemesis.nodes import Nodes
@@ -144,6 +146,15 @@ def switched(spec, protocol):
     return ConsumerSpec.model_validate(data)
 
 
+def restart_as(run, n: Nodes, member: str, spec) -> None:
+    """Stop ``member`` cleanly (SIGTERM: the worker closes its consumer, which leaves the group; bounded) and
+    start it again, under the same name, as ``spec`` describes."""
+    if n.alive(member):
+        run.kill_member(member, signal.SIGTERM)
+    run.member_specs[member] = spec
+    run.start_member(member)
+
+
 def switch_protocol(inj: Injection[SwitchProtocol]) -> list[Active]:
     """The member leaves cleanly (SIGTERM: LeaveGroup / a heartbeat with epoch -1), starts again under the other
     group protocol and rejoins the same group; the heal switches it back the same way.
@@ -163,20 +174,107 @@ def switch_protocol(inj: Injection[SwitchProtocol]) -> list[Active]:
              else GroupProtocol.CONSUMER)
     bound = original.session_timeout_ms / 1000 + 15  # one rejoin: a session plus a margin
 
-    def restart_as(spec) -> None:
-        if n.alive(member):
-            run.kill_member(member, signal.SIGTERM)  # waits for the clean close (bounded)
-        run.member_specs[member] = spec
-        run.start_member(member)
-
-    restart_as(switched(original, other))
+    restart_as(run, n, member, switched(original, other))
     inj.effect_ns = time.monotonic_ns()
 
     def heal() -> None:
-        restart_as(original)
+        restart_as(run, n, member, original)
 
     return [Active([member], heal, lambda: member_protocol_at_coordinator(run, member, other, bound),
                    lambda: member_protocol_at_coordinator(run, member, original.group_protocol, bound))]
 
 
 register(SwitchProtocol, switch_protocol)
+
+
+# --------------------------------------------------------------------------- client_upgrade (issue 34)
+
+
+def _started_on(run, member: str, since_ns: int) -> str | None:
+    """The ``client_version`` of ``member``'s latest ``member_start`` at or after ``since_ns`` (its events file as
+    written so far; a line being written is skipped), None when it has not started since."""
+    import orjson
+
+    path = run.run_dir / "events" / f"{member}.jsonl"
+    found = None
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if event.get("kind") == "member_start" and event.get("mono_ns", 0) >= since_ns:
+            found = str(event.get("client_version"))
+    return found
+
+
+def _listed_as(run, member: str, instance_id: str | None) -> tuple[bool, str]:
+    """Does the coordinator list a member with client id ``member`` (and ``instance_id``, KIP-345)?
+    ConsumerGroupDescribe for a consumer group (KIP-848), DescribeGroups for a classic one."""
+    ids: list[tuple[str, str | None]] = []
+    if run.cluster.spec.kip848:
+        from chaos.cluster.wire import describe_consumer_group
+
+        view = describe_consumer_group(run.broker_address(run.admin.coordinator_id(run.group, wait=False)), run.group)
+        if view.error_code == 0:
+            ids = [(m.client_id, m.instance_id) for m in view.members]
+        elif view.error_code != _GROUP_ID_NOT_FOUND:
+            return False, f"ConsumerGroupDescribe error {view.error_code}"
+    if not ids:
+        ids = [(m.client_id, m.instance_id) for m in run.admin.describe_group(run.group).members]
+    listed = (member, instance_id) in ids
+    what = f"{member}" + (f" (instance {instance_id})" if instance_id else "")
+    return listed, f"coordinator lists {what}" if listed else f"coordinator lists {sorted(ids) or 'no member'}"
+
+
+def on_release(run, member: str, spec, since_ns: int, timeout: float) -> Evidence:
+    """Wait (bounded) until ``member`` has started since ``since_ns`` reporting ``spec``'s release (what its library
+    says of itself, :func:`chaos.workload.libraries.expected_release`) and the coordinator lists it again as
+    the same member (client id; instance id when static)."""
+    from chaos.workload.libraries import expected_release
+
+    want = expected_release(spec, run.cluster.spec.kafka_version)
+    deadline = time.monotonic() + timeout
+    while True:
+        reported = _started_on(run, member, since_ns)
+        started = reported is not None and reported.split(" ", 1)[0] == want
+        try:
+            listed, seen = _listed_as(run, member, spec.instance_id)
+        except Exception as e:  # noqa: BLE001 - coordinator moving or loading: ask again
+            listed, seen = False, f"no answer ({type(e).__name__})"
+        if started and listed:
+            return True, f"{member} started reporting {spec.client.value} {reported}; {seen}"
+        if time.monotonic() >= deadline:
+            return False, (f"{member} not back on {spec.client.value} {want} after {timeout:g} s: it reported "
+                           f"{reported or 'no start'}; {seen}")
+        time.sleep(0.2)
+
+
+def client_upgrade(inj: Injection[ClientUpgrade]) -> list[Active]:
+    """The member leaves cleanly and starts again on ``client_version`` (:func:`restart_as`); the heal moves it back
+    to its own release the same way. Its release is prepared before the run (``chaos run`` refuses one it cannot
+    prepare before any cluster starts)."""
+    run, member = inj.run, inj.nodes[0]
+    n = Nodes(inj.cluster, run)
+    if not n.alive(member):
+        raise InfrastructureError(f"{member} is not running: its client cannot be upgraded")
+    original = run.member_specs[member]
+    upgraded = inj.spec.upgraded(original)
+    # one rejoin: a session plus a JVM's or an interpreter's start and a margin
+    bound = original.session_timeout_ms / 1000 + 20
+    since = {"upgrade": time.monotonic_ns()}
+    restart_as(run, n, member, upgraded)
+    inj.effect_ns = time.monotonic_ns()
+
+    def heal() -> None:
+        since["heal"] = time.monotonic_ns()
+        restart_as(run, n, member, original)
+
+    return [Active([member], heal, lambda: on_release(run, member, upgraded, since["upgrade"], bound),
+                   lambda: on_release(run, member, original, since.get("heal", 0), bound))]
+
+
+register(ClientUpgrade, client_upgrade)
