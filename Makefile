@@ -6,13 +6,20 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup setup-browser setup-docker demo docs test test-all test-fast lint bench clean
+.PHONY: setup setup-clients setup-browser setup-docker demo docs test test-all test-fast lint bench clean
 
 # Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
 	@$(BIN)/chaos setup
 	@# the ConsumerInterceptor jar for JVM command members, built from java/interceptor with Maven (cached)
 	@$(BIN)/python -m chaos.workload.interceptor >/dev/null
+
+# the client library releases the tests run members on (client_version; docs/client-versions.md), prepared into the
+# cache once: confluent-kafka wheels from PyPI, kafka-clients + VerifiableConsumer from Maven Central
+TEST_CLIENTS = confluent-kafka==2.12.0 confluent-kafka==2.14.0 java==4.1.0 kafka-python==2.2.15
+setup-clients: $(STAMP)
+	@$(BIN)/chaos setup $(addprefix --client ,$(TEST_CLIENTS)) >/dev/null 2>$(VENV)/setup-clients.log || \
+	  { cat $(VENV)/setup-clients.log; exit 2; }
 
 # headless Chromium for the report's rendering test (Debian package; root). Without it that one test
 # is skipped and says why.
@@ -44,7 +51,7 @@ setup-docker: $(STAMP)
 	@scripts/docker-engine.sh install || echo "docker backend unavailable (see above): docker tests will be skipped"
 
 # the docker tests run with an engine of their own inside a network namespace of their own
-test: setup setup-browser setup-docker lint
+test: setup setup-clients setup-browser setup-docker lint
 	$(BIN)/python -m pytest --ignore=tests/docker $(SLOW)
 	@# images are built in the root namespace (debootstrap needs Debian's mirror; the test namespace has
 	@# only loopback), into the engine's data root that the namespaced engine then uses

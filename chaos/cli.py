@@ -155,16 +155,20 @@ def _check_kafka_version(version: str | None) -> None:
 VERSIONS_HELP = "2.8.x-3.9.x run ZooKeeper, 3.7.x-4.x KRaft; 4.x is KRaft only"
 
 
-def _client_releases(items: tuple[str, ...], option: str) -> dict[Client, str]:
-    """``CLIENT=X.Y.Z`` options -> {client: release}; a one-line UsageError naming the option otherwise."""
+def _parse_releases(items: tuple[str, ...], option: str) -> list[tuple[Client, str]]:
+    """``CLIENT=X.Y.Z`` options -> [(client, release)]; a one-line UsageError naming the option otherwise."""
     from chaos.model.workload import parse_client_release
 
+    try:
+        return [parse_client_release(item) for item in items]
+    except ValueError as exc:
+        raise UsageError(f"{option} {exc}") from None
+
+
+def _client_releases(items: tuple[str, ...], option: str) -> dict[Client, str]:
+    """The release each client's members run on (``--client-version``): one per client."""
     out: dict[Client, str] = {}
-    for item in items:
-        try:
-            client, version = parse_client_release(item)
-        except ValueError as exc:
-            raise UsageError(f"{option} {exc}") from None
+    for client, version in _parse_releases(items, option):
         if out.setdefault(client, version) != version:
             raise UsageError(f"{option} names {client.value} twice ({out[client]}, {version}): give one release")
     return out
@@ -238,11 +242,11 @@ def setup(kafka_version: str | None, client_releases: tuple[str, ...]) -> None:
 
     console = _console()
     _check_kafka_version(kafka_version)
-    clients = _client_releases(client_releases, "--client")
+    clients = _parse_releases(client_releases, "--client")
     if clients and kafka_version is None:
         from chaos.workload.libraries import ensure_library
 
-        for client, version in clients.items():
+        for client, version in clients:
             lib = ensure_library(client, version, console.log)
             click.echo(f"ready: {client.value} {version} at {lib.root} (reports "
                        f"{', '.join(f'{k} {v}' for k, v in lib.reported.items())})")
@@ -258,7 +262,7 @@ def setup(kafka_version: str | None, client_releases: tuple[str, ...]) -> None:
         tox = runtime.ensure_toxiproxy(progress)
         from chaos.workload.libraries import ensure_library
 
-        libs = [ensure_library(c, v, progress) for c, v in clients.items()]
+        libs = [ensure_library(c, v, progress) for c, v in clients]
     for kafka in kafkas:
         click.echo(f"ready: kafka {kafka.version} at {kafka.lib_dir}")
     click.echo(f"ready: toxiproxy {tox.version} at {tox.binary}")

@@ -558,6 +558,10 @@ class Header:
     versions: Mapping[str, Any]
     configs: Mapping[str, Any]
     notes: tuple[str, ...] = ()  # reader/merger remarks, e.g. a dropped torn line
+    #: per member name: the client library it started on (issue 34) -- ``client``, ``client_version`` as asked
+    #: (null: the default) and ``library``, what that library reports of itself; absent in older runs. A member
+    #: a ``client_upgrade`` fault moves records each later release in its own ``member_start``
+    members: Mapping[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- (de)serialisation
@@ -1110,6 +1114,8 @@ def header_to_dict(header: Header) -> dict[str, Any]:
                            "configs": header.configs}
     if header.notes:
         out["notes"] = list(header.notes)
+    if header.members is not None:
+        out["members"] = header.members
     return out
 
 
@@ -1123,7 +1129,7 @@ def header_from_dict(d: Any, *, require_flag: bool = True) -> Header:
         raise SchemaError("the header must be a JSON object")
     if require_flag and d.get("header") is not True:
         raise SchemaError('the first line must be the header object with "header": true')
-    allowed = {"header", "schema_version", "run_id", "seed", "experiment", "versions", "configs", "notes"}
+    allowed = {"header", "schema_version", "run_id", "seed", "experiment", "versions", "configs", "notes", "members"}
     extra = sorted(d.keys() - allowed)
     if extra:
         raise SchemaError(f"header has unknown field(s) {', '.join(map(repr, extra))}")
@@ -1144,4 +1150,5 @@ def header_from_dict(d: Any, *, require_flag: bool = True) -> Header:
         versions=_obj(d["versions"], "versions"),
         configs=_obj(d["configs"], "configs"),
         notes=tuple(notes),
+        members=_obj(d["members"], "members") if "members" in d else None,
     )

@@ -98,6 +98,10 @@ class EventWriter:
             self._seq = seq
             return event
 
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
     def close(self, *, fsync: bool = True) -> None:
         with self._lock:
             if self._fd is not None:

@@ -47,9 +47,11 @@ class RunDir:
 
     ``run`` is the key every table joins on (header run ids alone are not unique across an archive:
     simulated and hand-made runs reuse them). It is ``<date>/<experiment>/<run dir name>`` when no other
-    run of the archive has that name; when several have (a version matrix: the same experiment and seed on
-    two Kafka versions), each gets ``[dimension=value,...]`` appended: the header dimensions that tell them
-    apart (:data:`KEY_DIMENSIONS`, see :func:`discover`), e.g. ``2026-11-20/baseline/run-000-seed-5[kafka=4.1.1]``.
+    run of the archive has the same three; when several have (a version matrix: one experiment and seed on
+    two Kafka versions), each gets ``[dimension=value,...]`` appended: the header dimensions that tell it
+    apart from the others (:data:`KEY_DIMENSIONS`, :func:`_qualifiers`), e.g.
+    ``2026-11-20/baseline/run-000-seed-5[kafka=4.1.1]``. Two directories whose headers agree on all of them
+    (run id, seed, every version) are one run twice: :func:`discover` refuses them.
     """
 
     path: Path
@@ -174,7 +176,8 @@ def header_client_versions(header: Mapping[str, Any]) -> str | None:
     """The client versions the header says the members were started on (``header["members"]``), or None.
 
     ``{"consumer-1": {"client": "confluent-kafka", "client_version": "2.12.0" | null, "library": {...}}}``:
-    a null ``client_version`` is the default pinned library, whose version ``library[client]`` gives.
+    a null ``client_version`` is the default pinned library, whose version ``library`` gives (its entry named
+    after the client, or its only entry: Java's ``kafka-clients``), ``default`` when it gives none.
     Spelled as the runs table's ``client_versions`` (sorted distinct ``"<client> <version>"`` joined by
     ``+``). Runs older than the field have none.
     """
@@ -187,8 +190,9 @@ def header_client_versions(header: Mapping[str, Any]) -> str | None:
             continue
         version = m.get("client_version")
         library = m.get("library")
-        if version is None and isinstance(library, dict):
-            version = library.get(m["client"])
+        library = library if isinstance(library, dict) else {}
+        if version is None:
+            version = library.get(m["client"]) or (next(iter(library.values())) if len(library) == 1 else None)
         labels.add(_client_label(m["client"], version if version is not None else "default"))
     return "+".join(sorted(labels)) or None
 
@@ -214,30 +218,28 @@ def _dimensions(header: Mapping[str, Any]) -> list[tuple[str, str | None]]:
 def _qualifiers(group: list[RunFiles]) -> list[str]:
     """For runs sharing one ``<date>/<experiment>/<name>``: the ``dim=value,...`` of each (same order).
 
-    Dimensions are taken in order, each one that differs within a still-ambiguous subset of the group, until
-    every run is told apart; all runs of the group carry the dimensions chosen. Runs whose headers agree on
-    every dimension are the same run: refused by the caller (their qualifiers are equal).
+    The dimensions are tried in :data:`KEY_DIMENSIONS` order; one that differs within a set of runs not yet
+    told apart is added to those runs' qualifiers, until every run is told apart. So a run carries only what
+    it takes: ``[kafka=4.1.1]`` beside ``[kafka=4.1.2,run_id=...]`` when two runs were on 4.1.2. Runs whose
+    headers agree on every dimension are the same run: their qualifiers are equal (the caller refuses them).
     """
     dims = [dict(_dimensions(rf.header)) for rf in group]
     names: list[str] = []
     for d in dims:
         names += [n for n in d if n not in names]
-    chosen: list[str] = []
+    quals: list[list[tuple[str, str | None]]] = [[] for _ in dims]
     for name in names:
-        ambiguous = [b for b in _buckets(dims, chosen) if len(b) > 1]
+        buckets: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+        for i, q in enumerate(quals):
+            buckets.setdefault(tuple(q), []).append(i)
+        ambiguous = [b for b in buckets.values() if len(b) > 1]
         if not ambiguous:
             break
-        if any(len({d.get(name) for d in b}) > 1 for b in ambiguous):
-            chosen.append(name)
-    return [",".join(f"{n}={'unknown' if d.get(n) is None else d.get(n)}" for n in chosen) for d in dims]
-
-
-def _buckets(dims: list[dict[str, str | None]], chosen: list[str]) -> list[list[dict[str, str | None]]]:
-    """The runs' dimensions grouped by their values of the ``chosen`` dimensions."""
-    out: dict[tuple[str | None, ...], list[dict[str, str | None]]] = {}
-    for d in dims:
-        out.setdefault(tuple(d.get(n) for n in chosen), []).append(d)
-    return list(out.values())
+        for b in ambiguous:
+            if len({dims[i].get(name) for i in b}) > 1:
+                for i in b:
+                    quals[i].append((name, dims[i].get(name)))
+    return [",".join(f"{n}={'unknown' if v is None else v}" for n, v in q) for q in quals]
 
 
 def _experiment_name(header: Mapping[str, Any], fallback: str) -> str:

@@ -135,7 +135,9 @@ def releases_of(experiment: Experiment) -> set[tuple[Client, str]]:
     wanted = {(m.client, m.client_version) for m in members if m.client_version is not None}
     for fault in experiment.faults:
         if isinstance(fault, ClientUpgrade) and fault.client_version is not None:
-            wanted |= {(m.client, fault.client_version) for m in members if m.command is None}
+            # a named member, or any of them (a random_member upgrade is refused unless all share one client)
+            hit = [members[int(str(fault.node).split("-")[1])]] if fault.node is not None else members
+            wanted |= {(m.client, fault.client_version) for m in hit if m.command is None}
     return wanted
 
 

@@ -424,7 +424,9 @@ class WorkloadRun:
         """Stop every worker (members cleanly), the observer; merge the history; copy node logs."""
         if self._merged is not None or self.session is None:
             return self._merged
-        self.phase(RunPhase.TEARDOWN)
+        assert self.runner_events is not None
+        if not self.runner_events.closed:  # a close that failed past this point is not marked twice
+            self.phase(RunPhase.TEARDOWN)
         for name, proc in self.members.items():
             black_box = self.member_specs[name].command is not None
             if proc.alive():
