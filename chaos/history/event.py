@@ -560,8 +560,11 @@ class Header:
     notes: tuple[str, ...] = ()  # reader/merger remarks, e.g. a dropped torn line
     #: per member name: the client library it started on (issue 34) -- ``client``, ``client_version`` as asked
     #: (null: the default) and ``library``, what that library reports of itself; absent in older runs. A member
-    #: a ``client_upgrade`` fault moves records each later release in its own ``member_start``
-    members: Mapping[str, Any] | None = None
+    #: a ``client_upgrade`` fault moves records each later release in its own ``member_start``. Not "members":
+    #: observer events carry a field of that name with another shape, and the report reads every history line,
+    #: header included, with one Spark schema
+
+    member_clients: Mapping[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- (de)serialisation
@@ -1114,8 +1117,8 @@ def header_to_dict(header: Header) -> dict[str, Any]:
                            "configs": header.configs}
     if header.notes:
         out["notes"] = list(header.notes)
-    if header.members is not None:
-        out["members"] = header.members
+    if header.member_clients is not None:
+        out["member_clients"] = header.member_clients
     return out
 
 
@@ -1129,7 +1132,8 @@ def header_from_dict(d: Any, *, require_flag: bool = True) -> Header:
         raise SchemaError("the header must be a JSON object")
     if require_flag and d.get("header") is not True:
         raise SchemaError('the first line must be the header object with "header": true')
-    allowed = {"header", "schema_version", "run_id", "seed", "experiment", "versions", "configs", "notes", "members"}
+    allowed = {"header", "schema_version", "run_id", "seed", "experiment", "versions", "configs", "notes",
+               "member_clients"}
     extra = sorted(d.keys() - allowed)
     if extra:
         raise SchemaError(f"header has unknown field(s) {', '.join(map(repr, extra))}")
@@ -1150,5 +1154,5 @@ def header_from_dict(d: Any, *, require_flag: bool = True) -> Header:
         versions=_obj(d["versions"], "versions"),
         configs=_obj(d["configs"], "configs"),
         notes=tuple(notes),
-        members=_obj(d["members"], "members") if "members" in d else None,
+        member_clients=_obj(d["member_clients"], "member_clients") if "member_clients" in d else None,
     )

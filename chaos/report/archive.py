@@ -173,7 +173,7 @@ def _client_label(client: Any, version: Any) -> str:
 
 
 def header_client_versions(header: Mapping[str, Any]) -> str | None:
-    """The client versions the header says the members were started on (``header["members"]``), or None.
+    """The client versions the header says the members were started on (``header["member_clients"]``), or None.
 
     ``{"consumer-1": {"client": "confluent-kafka", "client_version": "2.12.0" | null, "library": {...}}}``:
     a null ``client_version`` is the default pinned library, whose version ``library`` gives (its entry named
@@ -181,7 +181,7 @@ def header_client_versions(header: Mapping[str, Any]) -> str | None:
     Spelled as the runs table's ``client_versions`` (sorted distinct ``"<client> <version>"`` joined by
     ``+``). Runs older than the field have none.
     """
-    members = header.get("members")
+    members = header.get("member_clients")
     if not isinstance(members, dict):
         return None
     labels = set()
@@ -198,7 +198,7 @@ def header_client_versions(header: Mapping[str, Any]) -> str | None:
 
 
 #: the header dimensions that tell apart runs of the same ``<date>/<experiment>/<run dir name>``, in the order
-#: they are tried (see :func:`discover`): Kafka version, the members' client versions (``header["members"]``),
+#: they are tried (see :func:`discover`): Kafka version, the members' client versions (``header["member_clients"]``),
 #: each other entry of ``versions`` (client libraries, Python, kafka-chaos and its commit), the seed, the run id
 KEY_DIMENSIONS = ("kafka", "clients", "versions", "seed", "run_id")
 

@@ -134,7 +134,7 @@ class WorkloadRun:
                          **libraries.reported_by_imports(Client.CONFLUENT_KAFKA.value),
                          "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
             # per member: the release it starts on (null: the default) and what that library reports of itself
-            "members": {name: self._member_versions(spec) for name, spec in self.member_specs.items()},
+            "member_clients": {name: self._member_versions(spec) for name, spec in self.member_specs.items()},
             "configs": {"cluster": self.cluster.status()},
         }
         (self.run_dir / "header.json").write_text(json.dumps(header, indent=1, default=str))

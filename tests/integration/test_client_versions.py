@@ -45,7 +45,7 @@ def test_each_client_on_another_release_and_a_static_member_upgraded_and_back(ka
     assert oc.valid == "true", (oc.error, oc.explanation)
 
     header = json.loads((run / "header.json").read_text())
-    members = header["members"]
+    members = header["member_clients"]
     assert members["consumer-0"] == {"client": "confluent-kafka", "client_version": "2.12.0",
                                      "library": {"confluent-kafka": "2.12.0", "librdkafka": "2.12.0"}}
     assert members["consumer-1"]["library"] == {"confluent-kafka": "2.14.0", "librdkafka": "2.14.0"}

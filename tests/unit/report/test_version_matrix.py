@@ -93,7 +93,7 @@ def test_other_header_dimensions_tell_runs_apart(tmp_path):
 
 
 def test_the_members_client_versions_tell_runs_apart():
-    """``header["members"]`` (the versions each member was started on): a null ``client_version`` is the
+    """``header["member_clients"]`` (the versions each member was started on): a null ``client_version`` is the
     default pinned library, named by ``library``."""
     members_a = {"consumer-1": {"client": "confluent-kafka", "client_version": "2.12.0",
                                 "library": {"confluent-kafka": "2.12.0", "librdkafka": "2.12.0"}},
@@ -101,16 +101,16 @@ def test_the_members_client_versions_tell_runs_apart():
     members_b = {"consumer-1": {"client": "confluent-kafka", "client_version": None,
                                 "library": {"confluent-kafka": "2.16.1", "librdkafka": "2.16.1"}},
                  "consumer-2": {"client": "java", "client_version": "4.1.0", "library": {"kafka-clients": "4.1.0"}}}
-    assert header_client_versions({"members": members_a}) == "confluent-kafka 2.12.0+java 4.1.0"
-    assert header_client_versions({"members": members_b}) == "confluent-kafka 2.16.1+java 4.1.0"
+    assert header_client_versions({"member_clients": members_a}) == "confluent-kafka 2.12.0+java 4.1.0"
+    assert header_client_versions({"member_clients": members_b}) == "confluent-kafka 2.16.1+java 4.1.0"
     assert header_client_versions(_header()) is None  # runs older than the field
-    assert header_client_versions({"members": {
+    assert header_client_versions({"member_clients": {
         "consumer-1": {"client": "java", "client_version": None, "library": {"kafka-clients": "4.4.0"}},
         "consumer-2": {"client": "command", "client_version": None, "library": {}}}}) == "command default+java 4.4.0"
 
     def run(where: str, members: dict) -> RunFiles:
         return RunFiles(RunDir(Path(where), NIGHT, "baseline", "run-000-seed-500", False),
-                        {**_header(), "members": members}, TS0, None, None, ())
+                        {**_header(), "member_clients": members}, TS0, None, None, ())
 
     keyed = _keyed([run("/a", members_a), run("/b", members_b)], Path("/results"))
     assert [rf.run_dir.run for rf in keyed] == [
@@ -154,6 +154,11 @@ def _matrix_run(level: str) -> _History:
     h = _History("matrix")
     h.lines[0] = {**h.lines[0], "run_id": f"matrix-{level}", "seed": 500, "experiment": {"name": "matrix"},
                   "versions": {"kafka": kafka, "confluent-kafka": "2.16.1"}}
+    if level == "4.1.1":  # the header's member_clients as runs write it: Spark reads the header with the event schema
+        h.lines[0]["member_clients"] = {
+            "consumer-0": {"client": "confluent-kafka", "client_version": None,
+                           "library": {"confluent-kafka": "2.16.1", "librdkafka": "2.16.1"}},
+            "consumer-1": {"client": "java", "client_version": "4.1.0", "library": {"kafka-clients": "4.1.0"}}}
     first_starts = [line for line in h.lines if line.get("kind") == "member_start"]
     for line, (member, client, version) in zip(first_starts, starts, strict=False):
         assert line["source"] == f"consumer-{member}"
@@ -197,7 +202,7 @@ def test_runs_table_has_the_members_client_versions(matrix_report):
         row = runs.loc[str(out.parent / "results" / "matrix" / level / "run-000-seed-500")]
         assert row["client_versions"] == versions, level
         assert row["experiment"] == "matrix" and row["run_name"] == "run-000-seed-500"
-    # the two 4.1.2 runs then differ in their run id (their headers have no "members"; the clients are in events)
+    # the two 4.1.2 runs then differ in their run id (their headers have no "member_clients"; the clients are in events)
     assert sorted(runs["run"]) == [
         "2027-01-15/matrix/run-000-seed-500[kafka=4.1.1]",
         "2027-01-15/matrix/run-000-seed-500[kafka=4.1.2,run_id=matrix-4.1.2-cmd]",
