@@ -101,3 +101,27 @@ def test_kip848_members_on_older_releases_and_a_java_member_upgraded(kraft, tmp_
     assert [e.client_version for e in _starts(h, "consumer-1")] == ["4.1.0", KRAFT_KAFKA_VERSION, "4.1.0"]
     [fault] = oc.faults
     assert fault["effect_ok"] and fault["healed_ok"], fault
+
+
+@pytest.mark.slow  # make test-all: make test proves each client kind on another release and the upgrade fault above
+@pytest.mark.parametrize("name, overrides", [
+    ("rolling-client-upgrade", {}),
+    ("rolling-client-upgrade-kip848", {}),
+    ("mixed-client-versions", {}),
+    ("mixed-client-versions", {"kafka_version": KRAFT_KAFKA_VERSION, "group_protocol": "consumer"}),
+], ids=["classic", "kip848", "mixed-zookeeper", "mixed-kip848"])
+def test_catalogue_client_version_experiments_are_valid(_chaos_pool, tmp_path, name, overrides):
+    from chaos.checkers.judge import judge_run
+    from chaos.checkers.result import Validity
+    from chaos.experiment import apply_overrides
+    from chaos.runner import run_once
+    from tests.catalogue import experiment
+
+    exp = apply_overrides(experiment(name), **overrides)
+    cluster = _chaos_pool.get(exp.cluster)
+    run_dir = run_once(cluster, exp, 34, tmp_path / "run")
+    verdict = judge_run(run_dir, exp.checkers.names())
+    cluster.heal()
+    faults = json.loads((run_dir / "faults.json").read_text())
+    assert faults and all(f["fired"] and f["effect_ok"] and f["healed_ok"] for f in faults), faults
+    assert all(r.valid is Validity.TRUE for r in verdict.results), [(r.checker.value, r.summary) for r in verdict.results]
