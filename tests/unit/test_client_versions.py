@@ -16,6 +16,7 @@ from chaos.model.workload import Client, ConsumerSpec, parse_client_release
 from chaos.workload.libraries import ClientLibrary, python_env, releases_of
 
 CHAOS = [sys.executable, "-m", "chaos.cli"]
+pytest_plugins = ["pytester"]
 
 
 def _reason(exc: ValidationError) -> str:
@@ -154,3 +155,34 @@ def test_a_release_pypi_does_not_have_is_refused_before_any_cluster(tmp_path):
     assert not (tmp_path / "runs").exists()
     assert not (cache / "clients" / "confluent-kafka" / "2.11.9").exists()
     assert list((cache / "clients" / "confluent-kafka").iterdir()) == []  # no half-prepared entry left
+
+
+# ------------------------------------------------------------------ the pytest plugin
+
+PLUGIN_TEST = """
+from chaos.experiment import load_experiment
+from chaos.pytest_plugin import experiment_on
+
+
+def test_versions(chaos_settings):
+    exp = experiment_on(load_experiment("mixed-client-versions"), chaos_settings)
+    print("VERSIONS", [c.client_version for c in exp.workload.consumers])
+"""
+
+
+def test_the_plugin_option_moves_every_member_of_that_client(pytester: pytest.Pytester):
+    pytester.makepyfile(test_v=PLUGIN_TEST)
+    res = pytester.runpytest("-p", "no:cacheprovider", "-s", "--chaos-client-version", "java=4.2.0",
+                             "--chaos-client-version", "confluent-kafka=2.13.0")
+    res.assert_outcomes(passed=1)
+    assert "VERSIONS ['2.13.0', '2.13.0', '2.13.0', '4.2.0', '4.2.0']" in res.stdout.str()
+    pytester.makeini("[pytest]\nchaos_client_versions =\n    java=4.1.0\n")
+    res = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    assert "VERSIONS ['2.12.0', '2.14.0', None, '4.1.0', '4.1.0']" in res.stdout.str()
+
+
+def test_the_plugin_refuses_a_bad_release_before_any_test(pytester: pytest.Pytester):
+    pytester.makepyfile(test_v=PLUGIN_TEST)
+    res = pytester.runpytest("-p", "no:cacheprovider", "--chaos-client-version", "java=2.0.0")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--chaos-client-version java 2.0.0 is older than 2.8.0" in res.stderr.str()
