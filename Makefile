@@ -16,7 +16,8 @@ setup: $(STAMP)
 
 # the client library releases the tests run members on (client_version; docs/client-versions.md), prepared into the
 # cache once: confluent-kafka wheels from PyPI, kafka-clients + VerifiableConsumer from Maven Central
-TEST_CLIENTS = confluent-kafka==2.12.0 confluent-kafka==2.14.0 java==4.1.0 kafka-python==2.2.15
+TEST_CLIENTS = confluent-kafka==2.12.0 confluent-kafka==2.14.0 java==4.1.0 kafka-python==2.0.0 kafka-python==2.2.15 \
+	kafka-python==2.3.3
 setup-clients: $(STAMP)
 	@$(BIN)/chaos setup $(addprefix --client ,$(TEST_CLIENTS)) >/dev/null 2>$(VENV)/setup-clients.log || \
 	  { cat $(VENV)/setup-clients.log; exit 2; }

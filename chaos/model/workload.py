@@ -318,6 +318,14 @@ class ConsumerSpec(_Frozen):
             raise ValueError("client_version does not apply to a command member: the program brings its own client")
         parse_client_release(f"{self.client.value}={self.client_version}")
         have, rules = release(self.client_version), CLIENT_RELEASES[self.client]
+        if self.client is Client.KAFKA_PYTHON and have < (3, 0, 0):
+            # kafka-python 2.x's KafkaConsumer refuses both (its config check; StickyPartitionAssignor came in 2.0.2)
+            if self.request_timeout_ms is not None and self.request_timeout_ms <= self.session_timeout_ms:
+                raise ValueError(f"kafka-python {self.client_version} needs request_timeout_ms above "
+                                 f"session_timeout_ms ({self.session_timeout_ms}): raise it, or use kafka-python 3")
+            if self.assignor is Assignor.STICKY and have < (2, 0, 2):
+                raise ValueError(f"kafka-python {self.client_version} has no sticky assignor (from 2.0.2): use range "
+                                 "or roundrobin, or a newer release")
         if self.group_protocol is GroupProtocol.CONSUMER and rules.kip848 is not None and have < rules.kip848:
             first = ".".join(map(str, rules.kip848))
             raise ValueError(f"{self.client.value} {self.client_version} has no generally available KIP-848 consumer "

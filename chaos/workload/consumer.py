@@ -433,6 +433,11 @@ def make_client(cfg: WorkerConfig, log: ClientLog | None = None) -> ClientAdapte
         from chaos.workload.clients.confluent import ConfluentClient
         return ConfluentClient(cfg, log)
     if cfg.consumer.client is Client.KAFKA_PYTHON:
+        import kafka  # the release this worker imports: its PYTHONPATH starts with the one client_version names
+
+        if int(str(kafka.__version__).split(".")[0]) < 3:  # 2.x: poll-driven coordinator, other internals
+            from chaos.workload.clients.kafka_python2 import KafkaPython2Client
+            return KafkaPython2Client(cfg, log)
         from chaos.workload.clients.kafka_python import KafkaPythonClient
         return KafkaPythonClient(cfg, log)
     raise ValueError(f"client {cfg.consumer.client} has no Python adapter (the Java client runs VerifiableConsumer)")

@@ -34,6 +34,10 @@ def _reason(exc: ValidationError) -> str:
     ({"client": "java", "client_version": "3.9.1", "group_protocol": "consumer"},
      "java 3.9.1 has no generally available KIP-848 consumer protocol (from 4.0.0)"),
     ({"command": ["my-consumer"], "client_version": "2.12.0"}, "client_version does not apply to a command member"),
+    ({"client": "kafka-python", "client_version": "2.3.3", "request_timeout_ms": 6000},
+     "kafka-python 2.3.3 needs request_timeout_ms above session_timeout_ms (6000)"),
+    ({"client": "kafka-python", "client_version": "2.0.1", "assignor": "sticky"},
+     "kafka-python 2.0.1 has no sticky assignor (from 2.0.2)"),
 ])
 def test_a_release_the_worker_cannot_run_is_refused_at_load_time(fields, reason):
     with pytest.raises(ValidationError) as exc:
@@ -47,6 +51,8 @@ def test_a_release_the_worker_cannot_run_is_refused_at_load_time(fields, reason)
     {"client": "java", "client_version": "4.0.0", "group_protocol": "consumer"},
     {"client": "java", "client_version": "2.8.0"},
     {"client": "kafka-python", "client_version": "2.2.15"},
+    {"client": "kafka-python", "client_version": "2.0.2", "assignor": "sticky", "request_timeout_ms": 6001},
+    {"client": "kafka-python", "client_version": "3.0.12", "request_timeout_ms": 6000},
     {"app": "my_service.main:run", "client_version": "2.14.0"},  # an app member's instrumented confluent_kafka
 ])
 def test_near_misses_load(fields):

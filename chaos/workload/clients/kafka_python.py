@@ -1,7 +1,10 @@
 """kafka-python (pure Python) behind :class:`chaos.workload.consumer.ClientAdapter`.
 
 Written against kafka-python 3.0.12 (the pinned release) and only that: it reads the coordinator's
-state and wraps one of its coroutines, which are not a public API.
+state and wraps one of its coroutines, which are not a public API. A member on a 2.x release
+(``client_version``) runs :mod:`chaos.workload.clients.kafka_python2` instead
+(:func:`chaos.workload.consumer.make_client` chooses by ``kafka.__version__``); what both share is in
+:mod:`chaos.workload.clients.kafka_python_common`.
 
 Threads: kafka-python 3 runs all network work and the group protocol on its own IO thread
 (``kafka-io-<client id>``); ``poll``, ``commit`` and ``close`` block the caller while their
@@ -64,60 +67,33 @@ processed in that revocation.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 
 import kafka
-from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.coordinator.assignors.range import RangePartitionAssignor
-from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.future import Future
 
-from chaos.model.workload import Assignor, Client, CommitMode
+from chaos.model.workload import Client, CommitMode
 from chaos.outcome import Outcome
 from chaos.workload.clients.client_log import ClientLog
-from chaos.workload.consumer import Callbacks, CommitResult, Record, classify_commit
+from chaos.workload.clients.kafka_python_common import (
+    COMMIT_TIMEOUT_MS,
+    PinnedView,
+    _offsets,
+    _tpos,
+    _tps,
+    _view,
+    commit_async,
+    commit_error,
+    consumer_config,
+    keep_logs,
+    records,
+    refuse_unwired,
+)
+from chaos.workload.consumer import Callbacks, CommitResult, Record
 from chaos.workload.spec import WorkerConfig
-
-_ASSIGNORS = {
-    Assignor.RANGE: RangePartitionAssignor,
-    Assignor.ROUNDROBIN: RoundRobinPartitionAssignor,
-    Assignor.STICKY: StickyPartitionAssignor,
-}
-
-#: how long a synchronous commit may retry retriable errors before it is ``unknown``
-COMMIT_TIMEOUT_MS = 10_000
-
-
-def commit_error(exc: BaseException) -> CommitResult:
-    """Classify a kafka-python commit failure.
-
-    ``CommitFailedError`` wraps the coordinator's answer
-    (``CommitFailedError(IllegalGenerationError())``, see
-    ``_handle_offset_commit_response``); the wrapped error is the more precise one.
-    Errors are sometimes passed as classes (``Future().failure(Errors.X)``).
-    """
-    if isinstance(exc, type):
-        exc = exc()
-    inner = exc.args[0] if exc.args else None
-    if isinstance(inner, type) and issubclass(inner, KafkaError):
-        inner = inner()
-    if isinstance(exc, kafka.errors.CommitFailedError) and isinstance(inner, KafkaError):
-        exc = inner
-    code = getattr(exc, "errno", None)
-    return classify_commit(code, type(exc).__name__)
-
-
-def keep_logs(log: ClientLog) -> None:
-    """Send kafka-python's loggers to ``log`` (module docstring); one member per worker process."""
-    root = logging.getLogger("kafka")
-    root.setLevel(logging.INFO)
-    root.propagate = False  # the client log only, not the worker's stderr
-    root.addHandler(log.handler())
-    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
 
 
 class _Listener(AsyncConsumerRebalanceListener):
@@ -174,32 +150,12 @@ class KafkaPythonClient:
         assert spec is not None
         if log is not None:
             keep_logs(log)
-        if spec.assignor is Assignor.COOPERATIVE_STICKY:
-            raise ValueError("the kafka-python adapter does not support the cooperative-sticky assignor (KIP-429) "
-                             "yet: use range, roundrobin or sticky, or client confluent-kafka/java")
-        if spec.instance_id:
-            raise ValueError("the kafka-python adapter does not support static membership (instance_id, KIP-345) "
-                             "yet: drop instance_id or use client confluent-kafka/java")
+        refuse_unwired(spec)
         self.spec = spec
         self.spec_name = cfg.name
         self._callbacks: Callbacks | None = None
-        self._pinned = threading.local()
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=cfg.bootstrap.split(","),
-            group_id=cfg.group,
-            client_id=cfg.name,
-            session_timeout_ms=spec.session_timeout_ms,
-            heartbeat_interval_ms=spec.heartbeat_interval_ms,
-            max_poll_interval_ms=spec.max_poll_interval_ms,
-            partition_assignment_strategy=(_ASSIGNORS[spec.assignor],),
-            auto_offset_reset="earliest",
-            enable_auto_commit=spec.commit_mode is CommitMode.AUTO,
-            auto_commit_interval_ms=spec.auto_commit_interval_ms,
-            max_poll_records=spec.max_records,
-            reconnect_backoff_max_ms=1000,
-            **({"metadata_max_age_ms": spec.metadata_max_age_ms} if spec.metadata_max_age_ms is not None else {}),
-            **({"request_timeout_ms": spec.request_timeout_ms} if spec.request_timeout_ms is not None else {}),
-        )
+        self._pinned = PinnedView()
+        self._consumer = KafkaConsumer(**consumer_config(cfg))
         self._coordinator = self._consumer._coordinator
         self._join_whole(spec.max_poll_interval_ms + spec.session_timeout_ms)
         if spec.commit_mode is CommitMode.AUTO:
@@ -232,26 +188,16 @@ class KafkaPythonClient:
             # read on the IO thread with no suspension point before send() reads it for the request
             generation = coordinator.generation_if_stable()
             view = (None, None) if generation is None else _view(generation.generation_id, generation.member_id)
-            tpos = sorted((tp.topic, tp.partition, om.offset) for tp, om in offsets.items())
+            tpos = _tpos(offsets)
             try:
                 result = await send(offsets)
             except Exception as exc:
-                self._report_auto(view, tpos, commit_error(exc))
+                self._pinned.report(self._callbacks, view, tpos, commit_error(exc))
                 raise
-            self._report_auto(view, tpos, CommitResult(Outcome.OK))
+            self._pinned.report(self._callbacks, view, tpos, CommitResult(Outcome.OK))
             return result
 
         coordinator._send_offset_commit_request = recorded_send
-
-    def _report_auto(self, view: tuple[int | None, str | None], tpos: list[tuple[str, int, int]],
-                     result: CommitResult) -> None:
-        if self._callbacks is None:
-            return
-        self._pinned.view = view
-        try:
-            self._callbacks.auto_committed(tpos, result)
-        finally:
-            self._pinned.view = None
 
     def _off_loop(self, fn: Callable[[], None]) -> Future:
         return off_loop(self._consumer._net, f"{self.spec_name}-rebalance", fn)
@@ -263,15 +209,10 @@ class KafkaPythonClient:
         self._consumer.subscribe(list(topics), listener=_Listener(callbacks, self._off_loop))
 
     def poll(self, max_records: int, timeout: float) -> list[Record]:
-        batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
-        out = []
-        for tp in sorted(batches, key=lambda tp: (tp.topic, tp.partition)):
-            for msg in batches[tp]:
-                out.append(Record(msg.topic, msg.partition, msg.offset, msg.key, msg.value))
-        return out
+        return records(self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records))
 
     def group_view(self) -> tuple[int | None, str | None]:
-        pinned = getattr(self._pinned, "view", None)
+        pinned = self._pinned.get()
         if pinned is not None:
             return pinned
         meta = self._consumer.group_metadata()  # read under the coordinator's lock
@@ -285,32 +226,10 @@ class KafkaPythonClient:
         return CommitResult(Outcome.OK)
 
     def commit_async(self, offsets: list[tuple[str, int, int]], done: Callable[[CommitResult], None]) -> None:
-        def callback(_offsets, res_or_exc):
-            # kafka-python calls it from poll()/commit*() on this thread
-            done(commit_error(res_or_exc) if isinstance(res_or_exc, BaseException)
-                 or (isinstance(res_or_exc, type) and issubclass(res_or_exc, BaseException))
-                 else CommitResult(Outcome.OK))
-
-        try:
-            self._consumer.commit_async(offsets=_offsets(offsets), callback=callback)
-        except KafkaError as exc:
-            done(commit_error(exc))
+        commit_async(self._consumer, offsets, done)
 
     def close(self) -> None:
         # the library's close: the auto commit (auto mode), then on_partitions_revoked (or _lost) through the
         # listener, in which the member commits what it processed, then LeaveGroup
         self._consumer.close(autocommit=self.spec.commit_mode is CommitMode.AUTO, timeout_ms=COMMIT_TIMEOUT_MS)
 
-
-def _tps(partitions) -> list[tuple[str, int]]:
-    return sorted((tp.topic, tp.partition) for tp in partitions)
-
-
-def _view(generation_id: int, member_id: str | None) -> tuple[int | None, str | None]:
-    """(generation, member id), None for what the client cannot tell (-1 and '' after ``reset_generation``)."""
-    return (generation_id if generation_id >= 0 else None), (member_id or None)
-
-
-def _offsets(offsets: list[tuple[str, int, int]]) -> dict[TopicPartition, OffsetAndMetadata]:
-    # leader_epoch -1: unknown (OffsetCommit v6+ sends it; -1 disables the broker's epoch check)
-    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets}
