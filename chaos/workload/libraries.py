@@ -135,9 +135,7 @@ def releases_of(experiment: Experiment) -> set[tuple[Client, str]]:
     wanted = {(m.client, m.client_version) for m in members if m.client_version is not None}
     for fault in experiment.faults:
         if isinstance(fault, ClientUpgrade) and fault.client_version is not None:
-            # a named member, or any of them (a random_member upgrade is refused unless all share one client)
-            hit = [members[int(str(fault.node).split("-")[1])]] if fault.node is not None else members
-            wanted |= {(m.client, fault.client_version) for m in hit if m.command is None}
+            wanted |= {(m.client, fault.client_version) for m in fault.candidates(experiment) if m.command is None}
     return wanted
 
 
@@ -147,14 +145,25 @@ def ensure_for(releases: Iterable[tuple[Client, str]], progress: Progress = prin
         ensure_library(client, version, progress)
 
 
+def reported_for(spec: ConsumerSpec, kafka_version: str) -> dict[str, str]:
+    """What the library a member of ``spec`` runs reports of itself: its ``client_version``'s as prepared, else the
+    default's -- the project's own Python client (the driver imports the same one), or the kafka-clients of the
+    broker's release ``kafka_version``."""
+    lib = member_library(spec)
+    if lib is not None:
+        return dict(lib.reported)
+    if spec.client is Client.JAVA:
+        return java_reported(kafka_runtime(kafka_version).lib_dir)
+    return reported_by_imports(spec.client.value)
+
+
 def expected_release(spec: ConsumerSpec, kafka_version: str) -> str:
     """The release of its library a member of ``spec`` reports at its start (``member_start.client_version``
     begins with it): its ``client_version``, or the default library's own version."""
     if spec.client_version is not None:
         return spec.client_version
-    if spec.client is Client.JAVA:
-        return java_reported(kafka_runtime(kafka_version).lib_dir).get("kafka-clients", kafka_version)
-    return reported_by_imports(spec.client.value)[PYPI_PACKAGES[spec.client]]
+    key = "kafka-clients" if spec.client is Client.JAVA else PYPI_PACKAGES[spec.client]
+    return reported_for(spec, kafka_version).get(key, kafka_version)
 
 
 def _prepare_python(client: Client, version: str, staged: Path) -> dict[str, str]:

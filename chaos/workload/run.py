@@ -32,7 +32,6 @@ from confluent_kafka import Consumer, TopicPartition
 
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
-from chaos.cluster.runtime import kafka_runtime
 from chaos.errors import InfrastructureError, UsageError
 from chaos.history.event import SCHEMA_VERSION, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
@@ -123,8 +122,6 @@ class WorkloadRun:
             self.start_producer(name)
 
     def _write_header(self) -> None:
-        import kafka as kafka_python
-
         header = {
             "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "seed": self.seed,
             "experiment": {**self.experiment, "workload": json.loads(self.spec.model_dump_json()),
@@ -132,7 +129,8 @@ class WorkloadRun:
             "versions": {"kafka": self.cluster.spec.kafka_version, "kafka-chaos": chaos.__version__,
                          "kafka-chaos-commit": chaos.source_commit(),
                          **libraries.reported_by_imports(Client.CONFLUENT_KAFKA.value),
-                         "kafka-python": kafka_python.__version__, "python": sys.version.split()[0]},
+                         **libraries.reported_by_imports(Client.KAFKA_PYTHON.value),
+                         "python": sys.version.split()[0]},
             # per member: the release it starts on (null: the default) and what that library reports of itself
             "member_clients": {name: self._member_versions(spec) for name, spec in self.member_specs.items()},
             "configs": {"cluster": self.cluster.status()},
@@ -146,14 +144,8 @@ class WorkloadRun:
         A member upgraded by a fault records each later release in its own ``member_start`` events."""
         if spec.command is not None:
             return {"client": MemberClient.COMMAND.value, "client_version": None, "library": {}}
-        lib = libraries.member_library(spec)
-        if lib is not None:
-            reported = dict(lib.reported)
-        elif spec.client is Client.JAVA:
-            reported = libraries.java_reported(kafka_runtime(self.cluster.spec.kafka_version).lib_dir)
-        else:  # the project's own, which the driver imports too
-            reported = libraries.reported_by_imports(spec.client.value)
-        return {"client": spec.client.value, "client_version": spec.client_version, "library": reported}
+        return {"client": spec.client.value, "client_version": spec.client_version,
+                "library": libraries.reported_for(spec, self.cluster.spec.kafka_version)}
 
     def _spawn(self, name: str, cfg: WorkerConfig, into: dict[str, ManagedProcess]) -> ManagedProcess:
         assert self.session is not None

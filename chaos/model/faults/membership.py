@@ -95,10 +95,15 @@ class ClientUpgrade(_MembershipFault):
         """``member`` on :attr:`client_version`, validated like a member loaded from a file."""
         return ConsumerSpec.model_validate({**member.model_dump(), "client_version": self.client_version})
 
-    def check_in(self, experiment: Experiment, i: int) -> None:
+    def candidates(self, experiment: Experiment) -> tuple[ConsumerSpec, ...]:
+        """The members the fault may move: the one named (``target: member``), else any of them."""
         members = experiment.workload.consumers
         if self.target is Role.MEMBER:
-            members = (members[int(str(self.node).split("-")[1])],)
+            return (members[int(str(self.node).split("-")[1])],)
+        return members
+
+    def check_in(self, experiment: Experiment, i: int) -> None:
+        members = self.candidates(experiment)
         clients = {m.client for m in members}
         if len(clients) > 1:
             raise ValueError(f"faults.{i}: client_upgrade on {self.target.value} may pick a member of any of "
