@@ -160,8 +160,8 @@ def _members(history: History, of: _Of, cutoff: int, tb: dict[str, str], add: _A
     fault_windows: dict[str, list[tuple[int, int]]] = {}
     ends = {f.fault_id: f.mono_ns for f in of(FaultEnd)}
     for f in of(FaultStart):
-        if f.node:
-            fault_windows.setdefault(f.node, []).append((f.mono_ns, ends.get(f.fault_id, cutoff)))
+        for node in f.nodes:  # a fault on all_members covers each of them
+            fault_windows.setdefault(node, []).append((f.mono_ns, ends.get(f.fault_id, cutoff)))
     errors: dict[str, list[ErrorEvent]] = {}
     any_errors: dict[str, list[ErrorEvent]] = {}
     for e in of(ErrorEvent):

@@ -232,8 +232,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             # a fault that only slows the zombie's links never evicts it by itself: a heartbeat still arrives
             rec: list[Any] = [e.mono_ns, e.seq, None, e.fault_type, FaultTrait.SLOWS_ONLY in e.effects]
             fault_by_id[e.fault_id] = rec
-            if e.node:
-                faults.setdefault(e.node, []).append(rec)
+            for node in e.nodes:  # a fault on all_members covers each of them
+                faults.setdefault(node, []).append(rec)
         elif type(e) is FaultEnd:
             started = fault_by_id.get(e.fault_id)
             if started is not None:

@@ -560,7 +560,7 @@ def _faults(idx: HistoryIndex, cutoff: int) -> list[_Fault]:
         effects = f.effects
         if effects & _NOT_EXPLAINING:
             continue
-        nodes = tuple(n for n in (f.node or "").split(",") if n)
+        nodes = f.nodes
         out.append(_Fault(f.fault_id, f.fault_type, f.target_role, nodes, f.mono_ns,
                           ends.get(f.fault_id, max(cutoff, f.mono_ns)), f.seq, effects))
     return out

@@ -486,11 +486,17 @@ class FaultStart(Event):
     fault_id: str
     fault_type: str
     target_role: str
+    #: the nodes and members it hit, comma-separated (``kill all_members``: every member): read :attr:`nodes`
     node: str | None
     params: Mapping[str, Any]
     trigger: str
     traits: tuple[FaultTrait, ...] | None = None
     kind: ClassVar[Kind] = Kind.FAULT_START
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Each node or member the fault hit (``node`` split; empty for a fault on no node, e.g. a topic)."""
+        return tuple(n for n in (self.node or "").split(",") if n)
 
     @property
     def effects(self) -> frozenset[FaultTrait]:

@@ -22,6 +22,7 @@ import json
 import shutil
 import signal
 import sys
+import threading
 import time
 import uuid
 from functools import partial
@@ -74,6 +75,10 @@ class WorkloadRun:
         self._merged: Path | None = None
         #: pids of members whose member_stop the runner wrote; spawn time of every process
         self._stops_recorded: set[int] = set()
+        #: the runner writes a member's events on its behalf from the nemesis's fault threads: two faults on one
+        #: member (kill all_members while restart all_members) must not write one file at once (each writer
+        #: resumes the file's local seq: both would take the same one), nor record one death twice
+        self._on_behalf = threading.Lock()
         self._started_ns: dict[int, int] = {}
         #: every start of each member process (CLOCK_MONOTONIC ns, ascending): where a report's interval begins
         self._member_starts: dict[str, list[int]] = {}
@@ -198,6 +203,10 @@ class WorkloadRun:
         application"). Its commit mode is not known: the spec's default is written and nothing reads it for
         such a member.
         """
+        with self._on_behalf:
+            self._write_declared_start(name, spec)
+
+    def _write_declared_start(self, name: str, spec: ConsumerSpec) -> None:
         writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
         writer.emit(Kind.MEMBER_START, group=self.group, client=MemberClient.COMMAND.value, client_version="declared",
                     instance_id=spec.instance_id, assignor=spec.assignor.value, protocol=spec.protocol.value,
@@ -263,8 +272,16 @@ class WorkloadRun:
 
     def _record_stop(self, name: str, sig: str | None, clean: bool = False, since_ns: int | None = None) -> None:
         """Write, for a member that died without a word, its in-flight commits (unknown) and its stop
-        (``since_ns``: it stopped at some moment after that, not now)."""
-        self._stops_recorded.add(self.members[name].pid)
+        (``since_ns``: it stopped at some moment after that, not now) — once per process, whichever fault's
+        thread saw it first."""
+        with self._on_behalf:
+            pid = self.members[name].pid
+            if pid in self._stops_recorded:
+                return
+            self._stops_recorded.add(pid)
+            self._write_stop(name, sig, clean, since_ns)
+
+    def _write_stop(self, name: str, sig: str | None, clean: bool, since_ns: int | None) -> None:
         writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
         path = inflight_path(self.run_dir, name)
         for entry in InflightCommits.read(path):

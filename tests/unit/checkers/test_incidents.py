@@ -207,3 +207,27 @@ def test_checks_json_lists_incidents_before_results():
     keys = list(d)
     assert keys.index("incidents") < keys.index("results")
     assert d["incidents"][0]["kind"] == "member_died" and "RuntimeError: boom" in d["incidents"][0]["description"]
+
+
+def test_a_fault_on_every_member_is_the_plan_for_each_of_them():
+    """``kill all_members`` / ``crash_replace all_members`` record every member hit in one fault_start
+    (``node`` comma-separated): each one's death is the plan, a member outside the list still an incident
+    (found by ``chaos explore``: crash_replace on all_members was reported as members dying of no fault)."""
+    h = history(
+        (0.0, start("consumer-0")),
+        (0.0, start("consumer-1")),
+        (0.0, start("consumer-2")),
+        (0.5, assigned("consumer-0", [0])),
+        (0.5, assigned("consumer-1", [1])),
+        (0.5, assigned("consumer-2", [2])),
+        (1.0, fault("fault_start", "f1", node="consumer-0,consumer-0-r1,consumer-1,consumer-1-r1")),
+        (1.0, verified("f1", "effect", True)),
+        (1.1, stop("consumer-0", clean=False, signal="SIGKILL")),
+        (1.2, stop("consumer-1", clean=False, signal="SIGKILL")),
+        (2.0, fault("fault_end", "f1", node="consumer-0,consumer-0-r1,consumer-1,consumer-1-r1")),
+        (2.0, verified("f1", "healed", True)),
+        (2.5, stop("consumer-2", clean=False, signal="SIGKILL")),
+    )
+    [inc] = collect(h)
+    assert inc.kind is IncidentKind.MEMBER_DIED and inc.source == "consumer-2"
+    assert "no fault on it" in inc.description
