@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import sys
 import time
@@ -668,12 +669,14 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @click.option("--nightly", is_flag=True, help="run the whole catalogue (or EXPERIMENTS) in rounds with fresh seeds "
                                               "until --budget is spent; archive under OUT/<date>/")
 @click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h, 900s)")
+@click.option("--shard", default=None, metavar="K/N", help="--nightly: run shard K of N of the seeded plan (give "
+                                                           "every shard the same --seed; docs/explore.md)")
 @_CLUSTER_OPTION
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print the outcomes as a JSON list (one object per run) instead of one line per run")
-def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, client_releases, nightly, budget, attach,
-        directories, as_json) -> None:
+def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, client_releases, nightly, budget, shard,
+        attach, directories, as_json) -> None:
     """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
     planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
@@ -686,6 +689,14 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
 
     if not experiments and not nightly:
         raise UsageError("name at least one experiment (see `chaos list`), or use --nightly for the whole catalogue")
+    from chaos.model.shard import Shard
+
+    the_shard = Shard.parse(shard)
+    if shard is not None and not nightly:
+        raise UsageError("--shard splits the seeded plan of --nightly (or of chaos explore): add --nightly, or drop "
+                         "--shard and give each machine its own experiments")
+    if the_shard.n > 1 and seed is None:
+        raise UsageError(f"--shard {shard}: give every shard the same --seed (else each runs a plan of its own)")
     if runs is not None and runs > MAX_RUNS:
         raise UsageError(f"--runs {runs}: at most {MAX_RUNS} runs per experiment")
     _check_kafka_version(kafka_version)
@@ -775,7 +786,7 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
     try:
         if nightly:
             outcomes = run_nightly(exps, root, budget_s, seed=seed, on_run=finished, on_start=started,
-                                   attach=cluster_dir)
+                                   attach=cluster_dir, shard=the_shard)
             console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
                         f"archived under {root}")
         else:
@@ -921,6 +932,101 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
                f"{', '.join(sorted(shrinker.target))} in {failing} of {n} runs; {len(shrinker.attempts)} candidates"
                f"{' (budget spent)' if shrinker.stopped_by == 'budget' else ''}  -> {out / 'minimal.yaml'}")
     sys.exit(0)
+
+
+@main.command(short_help="Search for violations no experiment was written for: generated faults, shrunk findings.",
+              epilog="\b\nExamples:\n  chaos explore baseline --budget 2h --out results/explore-1\n"
+                     "  chaos explore my-service.yaml --budget 30m --families process,rpc --seed 7\n"
+                     "  chaos explore baseline --budget 1h --seed 7 --shard 2/4 --out results/shard-2   # CI matrix\n"
+                     "\n\b\nExit codes:\n  0  no finding (unknown runs are counted and explained in explore.json)\n"
+                     "  1  at least one finding (findings/<signature>/)\n  2  bad input or infrastructure failure\n"
+                     "  130  interrupted (everything found so far is kept)")
+@click.argument("workload", shell_complete=_complete_experiments)
+@click.option("--budget", default="60m", show_default=True, help="time for searching, replaying and shrinking "
+                                                                 "(e.g. 30m, 2h, 900s)")
+@click.option("--seed", default=None, type=int, help="the plan's seed (default random, recorded in explore.json); "
+                                                     "the same seed gives the same plan on every machine")
+@click.option("--shard", default=None, metavar="K/N", help="run shard K of N of the plan (runs i with i %% N == K-1): "
+                                                           "N machines with the same --seed run one plan together")
+@click.option("--families", default=None, metavar="F1,F2", help="fault families to generate from (default all: "
+                                                                "process, link, rpc, network, topology, membership, "
+                                                                "container where the backend has them)")
+@click.option("--runs", "max_runs", default=None, type=click.IntRange(1, 100_000),
+              help="explore the plan's first N runs only (with --shard: this shard's share of them), within --budget")
+@click.option("--shrink-share", default=0.4, show_default=True, type=float,
+              help="at most this fraction of the budget goes to replaying and shrinking red runs")
+@click.option("--out", default=None, type=click.Path(path_type=Path),
+              help="the archive directory (default results/explore/<workload>-seed-<S>[-shard-K-of-N])")
+@click.option("--kafka-version", default=None, metavar="X.Y.Z",
+              help=f"override the workload's Kafka release ({VERSIONS_HELP})")
+@click.option("--group-protocol", default=None, type=click.Choice(["classic", "consumer"]),
+              help="override every member's group protocol (consumer: KIP-848, needs Kafka 4.x)")
+@click.option("--client-version", "client_releases", multiple=True, metavar="CLIENT=X.Y.Z",
+              help="run every member of CLIENT on that library release (repeatable; docs/client-versions.md)")
+@click.option("--backend", default=None, type=click.Choice([b.value for b in BackendName]),
+              help="override the workload's cluster backend")
+@_CLUSTER_OPTION
+@_DIR_OPTION
+def explore(workload, budget, seed, shard, families, max_runs, shrink_share, out, kafka_version, group_protocol,
+            client_releases, backend, attach, directories) -> None:
+    """Explore WORKLOAD (an experiment file or catalogue name: its cluster and members, its faults ignored):
+    generate fault schedules steered toward what has not been tried (kind x target x group state x duration x
+    client), judge every run, replay and shrink each new red run, and file each distinct finding with its
+    minimal experiment under OUT/findings/. explore.json (rewritten after every run) has the runs, the
+    verdicts, every unknown explained, the coverage map and the findings. docs/explore.md"""
+    import random as _random
+
+    from chaos.experiment import apply_overrides, load_experiment
+    from chaos.explore.plan import MIN_CHAOS_S, parse_families
+    from chaos.explore.search import Explorer
+    from chaos.model.experiment import check_seed
+    from chaos.model.shard import Shard
+    from chaos.process import terminate_on_sigterm
+    from chaos.runner import estimate_s, parse_budget
+
+    budget_s = parse_budget(budget)
+    the_shard = Shard.parse(shard)
+    if the_shard.n > 1 and seed is None:
+        raise UsageError(f"--shard {shard}: give every shard the same --seed (else each explores a plan of its own)")
+    fams = parse_families(families) if families is not None else None
+    _check_kafka_version(kafka_version)
+    clients = _client_releases(client_releases, "--client-version")
+    exp = apply_overrides(load_experiment(workload, directories), kafka_version=kafka_version,
+                          group_protocol=group_protocol, client_versions=clients)
+    if backend:
+        exp = exp.with_overrides(backend=backend)
+    base = check_seed(seed) if seed is not None else _random.SystemRandom().randrange(1, 2**31)
+    suffix = f"-shard-{the_shard.k}-of-{the_shard.n}" if the_shard.n > 1 else ""
+    archive = out or Path("results/explore") / f"{exp.name}-seed-{base}{suffix}"
+    console = _console()
+    explorer = Explorer(exp, archive, budget_s, base, the_shard, fams, shrink_share, max_runs, backend,
+                        say=lambda line: console.log(line, highlight=False))  # refuses a used or recorded --out
+    shortest = estimate_s(exp.with_overrides(**{"phases.chaos_s": MIN_CHAOS_S}))
+    if budget_s < shortest:
+        raise UsageError(f"--budget {budget}: shorter than the shortest generated run of {exp.name} (about "
+                         f"{shortest:.0f} s): give at least {math.ceil(shortest)}s")
+    _prepare_clients([exp], console)
+    explorer.attach = _attach(attach, [exp], backend)
+    console.log(f"exploring {exp.name}: seed {base}{', shard ' + str(the_shard) if the_shard.n > 1 else ''}, "
+                f"budget {budget_s / 60:.0f} min ({shrink_share:.0%} at most for replays and shrinks) -> {archive}")
+    try:
+        with terminate_on_sigterm():
+            found = explorer.run()
+    except KeyboardInterrupt:
+        console.log(f"interrupted: {len(explorer.findings)} finding(s) and {len(explorer.outcomes)} run(s) kept "
+                    f"in {archive}")
+        raise
+    s = explorer.summary()
+    v = s["verdicts"]
+    cov = s["coverage"] or {}
+    click.echo(f"{s['runs']} runs ({s['runs_per_hour']:.0f}/h): {v['true']} valid, {v['false']} red, {v['unknown']} "
+               f"unknown; {cov.get('tried', 0)} of {cov.get('cells', 0)} cells tried "
+               f"({cov.get('unreachable', 0)} unreachable); {len(found)} finding(s)  -> {archive / 'explore.json'}")
+    for f in found:
+        click.echo(f"  {f.signature} {f.finding_class}: {', '.join(f.checkers)}"
+                   f"{' under ' + ', '.join(f.fault_kinds) if f.fault_kinds else ''} ({f.hits} hit(s))  -> "
+                   f"{archive / 'findings' / f.signature}")
+    sys.exit(1 if found else 0)
 
 
 def _register_lazy_commands() -> None:

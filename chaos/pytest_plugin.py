@@ -89,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="CLIENT=X.Y.Z",
                     help="run every member of CLIENT (confluent-kafka, kafka-python, java) on that library release "
                          "(repeatable) [ini chaos_client_versions]")
+    group.addoption("--chaos-shard", dest="chaos_shard", default=None, metavar="K/N",
+                    help="chaos_explore: run shard K of N of the plan (give every shard the same --chaos-seed)")
     group.addoption("--chaos-out", default=None, help="directory for run directories (default: pytest's tmp)")
     group.addoption("--chaos-cluster", default=None, metavar="SESSION",
                     help="run on this running local cluster (`chaos cluster up --like EXPERIMENT`) instead of "
@@ -373,6 +375,41 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
         return got
 
     return run
+
+
+@pytest.fixture
+def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
+    """``chaos_explore(workload, budget="10m", families=None, seed=None, runs=None, shrink_share=0.4)`` -> the
+    :class:`chaos.explore.search.Explorer` after its search (``.findings``, ``.summary()``, ``.out``): what
+    ``chaos explore`` does, on the session's clusters, for a nightly job on a team's own consumer. A finding
+    fails the test with its explanation (what happened first) and where its minimal experiment is; unknown
+    runs are in the summary. ``--chaos-shard K/N`` runs one shard of the plan (with ``--chaos-seed``)."""
+    from chaos.experiment import load_experiment
+    from chaos.explore.plan import parse_families
+    from chaos.explore.search import Explorer
+    from chaos.model.shard import Shard
+    from chaos.runner import parse_budget
+
+    def explore(workload: str, budget: str = "10m", *, families: str | None = None, seed: int | None = None,
+                runs: int | None = None, shrink_share: float = 0.4) -> Explorer:
+        path = Path(workload)
+        if not path.exists() and (chaos_settings["experiments"] / f"{workload}.yaml").is_file():
+            path = chaos_settings["experiments"] / f"{workload}.yaml"
+        exp = experiment_on(load_experiment(path), chaos_settings)
+        shard = Shard.parse(request.config.getoption("chaos_shard"))
+        out = chaos_settings["out"] / "explore" / f"{request.node.name}-shard-{shard.k}-of-{shard.n}"
+        explorer = Explorer(exp, out, parse_budget(budget), seed if seed is not None else chaos_settings["seed"],
+                            shard, parse_families(families) if families else None, shrink_share, runs,
+                            pool=_chaos_pool)
+        found = explorer.run()
+        if found:
+            lines = [f"{f.signature} {f.finding_class}: {f.explanation} -> {out / 'findings' / f.signature}"
+                     for f in found]
+            pytest.fail(f"chaos explore of {exp.name} found {len(found)} finding(s):\n" + "\n".join(lines),
+                        pytrace=False)
+        return explorer
+
+    return explore
 
 
 def experiment_on(exp, settings: dict):

@@ -21,6 +21,7 @@ infrastructure failure, 3 a verdict was unknown.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -39,6 +40,7 @@ from chaos.lifecycle import Run
 from chaos.model.backend import BackendName
 from chaos.model.cluster import ClusterSpec
 from chaos.model.experiment import Experiment, check_seed
+from chaos.model.shard import WHOLE, Shard
 
 if TYPE_CHECKING:
     from chaos.cluster.container_engine import DockerEngine
@@ -352,11 +354,27 @@ def estimate_s(exp: Experiment) -> float:
     return 1.5 * (exp.phases.warmup_s + exp.phases.chaos_s + exp.phases.heal_s) + 10.0
 
 
+def nightly_plan(experiments: list[Experiment], base_seed: int) -> Iterator[tuple[int, Experiment, int]]:
+    """The nightly's plan, without end: ``(index, experiment, seed)``, round after round of ``experiments``
+    (one cluster shape after the other, in a seeded order within each), every seed drawn from ``base_seed``."""
+    rng = random.Random(base_seed)
+    index = 0
+    while True:
+        for exp in sorted(experiments, key=lambda e: (e.cluster.model_dump_json(), rng.random())):
+            yield index, exp, rng.randrange(1, 2**31)
+            index += 1
+
+
 def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *, seed: int | None = None,
                 on_run: Callable[[RunOutcome], None] | None = None,
                 on_start: Callable[[Experiment, int, int], None] | None = None,
-                attach: Path | None = None) -> list[RunOutcome]:
+                attach: Path | None = None, shard: Shard = WHOLE) -> list[RunOutcome]:
     """Run the catalogue in rounds, with fresh seeds, until the budget is spent.
+
+    The rounds are a plan decided by the seed alone (each round the experiments in a seeded order, each run
+    a seeded seed, run ``i`` of the plan in ``run-<i>-seed-<s>``); ``shard`` runs its share of it
+    (:class:`chaos.model.shard.Shard`), so N machines with one seed run the plan one machine would, each
+    run once. Each shard skips what does not fit in its own budget.
 
     Runs are archived under ``results/<YYYY-MM-DD>/<experiment>/run-<k>-seed-<s>/`` — the results
     directory accumulates across nights (``chaos report`` reads it) — and a summary is written to
@@ -371,25 +389,25 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
                          f"give at least {math.ceil(shortest / 60)}m")
     night = time.strftime("%Y-%m-%d")
     base = check_seed(seed) if seed is not None else random.SystemRandom().randrange(1, 2**31)
-    rng = random.Random(base)
     out = results / night
     deadline = time.monotonic() + budget_s
 
+    plan = nightly_plan(experiments, base)
+
     def rounds() -> Iterator[PlannedRun]:
-        """Rounds of the catalogue (one cluster shape after the other), fresh seeds, while runs fit."""
-        k = 0
-        while True:
-            order = sorted(experiments, key=lambda e: (e.cluster.model_dump_json(), rng.random()))
-            started_any = False
-            for exp in order:
+        """This shard's runs of the plan, round by round, while they fit in the budget."""
+        while experiments:
+            owned_any = started_any = False
+            for i, exp, s in itertools.islice(plan, len(experiments)):  # one round
+                if not shard.owns(i):
+                    continue
+                owned_any = True
                 if time.monotonic() + estimate_s(exp) > deadline:
                     continue
-                s = rng.randrange(1, 2**31)
-                k, s, run_dir = free_run_dir(out, exp.name, k, s)
+                k, s, run_dir = free_run_dir(out, exp.name, i, s)
                 started_any = True
                 yield exp, k, s, run_dir
-                k += 1
-            if not started_any:
+            if owned_any and not started_any:
                 return
 
     outcomes: list[RunOutcome] = []
@@ -405,14 +423,17 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
     finally:
         # a night that recorded no run (its first cluster did not start) leaves no dated directory behind
         if any(Path(o.run_dir).exists() for o in outcomes):
-            _write_nightly_summary(out, night, base, budget_s, outcomes)
+            _write_nightly_summary(out, night, base, budget_s, outcomes, shard)
     return outcomes
 
 
-def _write_nightly_summary(out: Path, night: str, base: int, budget_s: float, outcomes: list[RunOutcome]) -> None:
+def _write_nightly_summary(out: Path, night: str, base: int, budget_s: float, outcomes: list[RunOutcome],
+                           shard: Shard) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"nightly-{time.strftime('%H%M%S')}.json").write_text(json.dumps({
-        "night": night, "base_seed": base, "budget_s": budget_s, "runs": len(outcomes),
+    name = f"nightly-{time.strftime('%H%M%S')}" + (f"-shard-{shard.k}-of-{shard.n}" if shard.n > 1 else "")
+    (out / f"{name}.json").write_text(json.dumps({
+        "night": night, "base_seed": base, "shard": str(shard) if shard.n > 1 else None, "budget_s": budget_s,
+        "runs": len(outcomes),
         "expected": sum(o.expected for o in outcomes), "outcomes": [asdict(o) for o in outcomes]}, indent=1))
 
 

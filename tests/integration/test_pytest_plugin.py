@@ -95,3 +95,28 @@ def test_readme_example_passes_a_failed_invariant_fails_with_its_explanation_and
     from chaos.nemesis.schedule import plan, timeline
     assert json.loads((run_dir / "schedule.json").read_text()) == json.loads(json.dumps(
         timeline(plan(load_experiment(ROOT / "experiments" / "baseline.yaml"), 7))))
+
+
+EXPLORE = '''
+def test_nightly_exploration(chaos_explore):
+    explorer = chaos_explore("baseline", budget="5m", families="process", runs=1)
+    summary = explorer.summary()
+    assert summary["runs"] == 1 and summary["plan_indices"] == [0] and summary["findings"] == []
+    assert (explorer.out / "explore.json").is_file()
+'''
+
+
+def test_chaos_explore_fixture_explores_on_the_sessions_cluster(pytester: pytest.Pytester, shared_cluster):
+    """The plugin's entry to ``chaos explore`` (a nightly job on a team's own consumer): the plan's first run on
+    the session's cluster, a correct consumer, no finding; the archive under ``--chaos-out``. A finding failing
+    the test is the CLI's path (tests/integration/test_explore.py), through the same Explorer."""
+    pytester.makepyfile(test_explore=EXPLORE)
+    pytester.makeini(f"[pytest]\nchaos_experiments = {ROOT / 'experiments'}\n")
+    with shared_cluster.lent():
+        res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--chaos-seed", "3",
+                                            f"--chaos-out={pytester.path / 'runs'}",
+                                            f"--chaos-cluster={shared_cluster.name}", timeout=600)
+    res.assert_outcomes(passed=1)
+    [archive] = (pytester.path / "runs" / "explore").iterdir()
+    assert archive.name == "test_nightly_exploration-shard-1-of-1"
+    assert (archive / "baseline-explore").is_dir()

@@ -214,6 +214,22 @@ CASES = [
     ("too-many-lanes", {}, ["cluster", "up", "--lanes", "17"], ["lanes: Input should be less than or equal to 16"]),
     ("too-many-runs", {}, ["run", "baseline", "--runs", "10001"], ["--runs 10001: at most 10000 runs per experiment"]),
     ("demo-records-zero", {}, ["demo", "--records", "0"], ["--records"]),
+    # chaos explore: every refusal before a cluster, nothing written (no archive, no results/)
+    ("explore-budget-too-short", {}, ["explore", "baseline", "--budget", "1s"],
+     ["--budget 1s: shorter than the shortest generated run of baseline", "give at least"]),
+    ("explore-bad-shard", {}, ["explore", "baseline", "--shard", "3/2"], ["--shard 3/2: K/N needs 1 <= K <= N"]),
+    ("explore-shard-not-k-of-n", {}, ["explore", "baseline", "--shard", "two"], ["--shard 'two': write K/N"]),
+    ("explore-unknown-family", {}, ["explore", "baseline", "--families", "process,disk"],
+     ["--families 'process,disk': no family named disk", "the families are process, link, rpc"]),
+    ("explore-used-archive", {"arch/explore.json": "{}"}, ["explore", "baseline", "--out", "arch"],
+     ["--out arch: holds an exploration already (explore.json)"]),
+    ("explore-out-in-run", {"run/history.jsonl": "{}"}, ["explore", "baseline", "--out", "run/x"],
+     ["--out run/x: is inside the recorded run", "never written into"]),
+    ("explore-shrink-share", {}, ["explore", "baseline", "--shrink-share", "1.5"], ["--shrink-share 1.5"]),
+    ("explore-unknown-workload", {}, ["explore", "nosuch"], ["nosuch"]),
+    ("explore-shard-without-seed", {}, ["explore", "baseline", "--shard", "1/2"], ["give every shard the same --seed"]),
+    ("nightly-shard-without-seed", {}, ["run", "--nightly", "--shard", "2/3"], ["give every shard the same --seed"]),
+    ("shard-without-nightly", {}, ["run", "baseline", "--shard", "1/2", "--seed", "1"], ["add --nightly"]),
 ]
 
 

@@ -13,6 +13,7 @@ How a kind is injected is not here: ``chaos.nemesis.kinds`` registers one inject
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -72,6 +73,11 @@ class FaultSpec(BaseModel):
     capability: ClassVar[Capability | None] = None
     #: YAML lines shown in the fault reference
     examples: ClassVar[tuple[str, ...]] = ()
+    #: why ``chaos explore`` never generates this kind (None: it does, with :meth:`explore_fields`)
+    explore_refusal: ClassVar[str | None] = None
+    #: the target never comes back (another process takes its place): no other fault of a run can be healed on
+    #: it, so ``chaos explore`` puts no other member fault beside one of these
+    replaces_target: ClassVar[bool] = False
 
     @classmethod
     def build(cls, **fields: Any) -> FaultSpec:
@@ -87,6 +93,18 @@ class FaultSpec(BaseModel):
 
     def check_in(self, experiment: Experiment, i: int) -> None:
         """Refuse (``ValueError`` naming ``faults.{i}``) what this fault cannot do within ``experiment``."""
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        """The fields of a fault of this kind beyond ``type``, ``target``, ``node``, ``trigger`` and ``duration_s``
+        that ``chaos explore`` draws from ``rng`` for ``target`` and ``trigger`` in ``experiment``
+        (:mod:`chaos.explore.plan`).
+
+        The kind's own parameters have their home here, with the kind: the explorer knows only roles, triggers
+        and durations. A draw may still be refused by the kind's validation (the explorer draws again, and calls
+        a cell it can never fill unreachable). Default: none (the kind's defaults)."""
+        return {}
 
     @model_validator(mode="before")
     @classmethod

@@ -4,13 +4,19 @@ slicer, limit data — on a member's lane or a node's links, both ways or one (`
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults.base import Family, FaultSpec, Params
 from chaos.model.target import BROKER_ROLES, MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role
+
+if TYPE_CHECKING:  # pragma: no cover
+    import random
+
+    from chaos.model.experiment import Experiment
+    from chaos.model.trigger import Trigger
 
 
 class Direction(StrEnum):
@@ -51,6 +57,19 @@ class LinkFault(FaultSpec):
     #: client links only: which way the toxic acts (:class:`Direction`)
     direction: Direction = Direction.BOTH
     params: ToxicParams = ToxicParams()
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        """A broker's links: all of them, its client lanes, or its metadata session (ZooKeeper or the quorum);
+        one way or both where one way means something."""
+        fields: dict[str, Any] = {}
+        if target in BROKER_ROLES:
+            session = LinkScope.QUORUM if experiment.cluster.kraft else LinkScope.ZOOKEEPER
+            fields["links"] = rng.choice([LinkScope.ALL, LinkScope.CLIENTS, session]).value
+        if cls.both_ways_only is None and (target in MEMBER_ROLES or fields.get("links") == LinkScope.CLIENTS):
+            fields["direction"] = rng.choice(list(Direction)).value
+        return fields
 
     @model_validator(mode="after")
     def _direction(self) -> LinkFault:
@@ -101,6 +120,13 @@ class Latency(LinkFault):
         "{type: latency, target: coordinator, links: clients, duration_s: 10, params: {latency_ms: 250}}",)
     params: LatencyParams  # narrowed: latency_ms is required
 
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        # from a slow network to answers later than a heartbeat interval and a request timeout's share
+        return {**super().explore_fields(rng, experiment, target, trigger),
+                "params": {"latency_ms": rng.choice([50, 300, 1000, 3000]), "jitter_ms": rng.choice([0, 100])}}
+
 
 class BandwidthParams(ToxicParams):
     rate_kb: Annotated[float, Field(gt=0)]
@@ -111,6 +137,11 @@ class Bandwidth(LinkFault):
     summary: ClassVar[str] = "rate_kb (toxic removed)"
     traits: ClassVar[frozenset[FaultTrait]] = _SLOW
     params: BandwidthParams
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        return {**super().explore_fields(rng, experiment, target, trigger), "params": {"rate_kb": rng.choice([1, 8, 64])}}
 
 
 class SlicerParams(ToxicParams):
@@ -134,3 +165,10 @@ class LimitData(LinkFault):
     type: Literal["limit_data"]
     summary: ClassVar[str] = "connection closed after bytes (toxic removed)"
     params: LimitDataParams
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        # 0: closed at once; a few KiB: mid-answer of a fetch or a join
+        return {**super().explore_fields(rng, experiment, target, trigger),
+                "params": {"bytes": rng.choice([0, 512, 16384, 262144])}}

@@ -4,7 +4,7 @@ fresh process (``crash_replace``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -14,7 +14,10 @@ from chaos.model.target import MEMBER_ROLES, Role
 from chaos.model.workload import Client, ConsumerSpec
 
 if TYPE_CHECKING:  # pragma: no cover
+    import random
+
     from chaos.model.experiment import Experiment
+    from chaos.model.trigger import Trigger
 
 
 class _MembershipFault(FaultSpec):
@@ -32,6 +35,12 @@ class ChangeSubscription(_MembershipFault):
     #: the member's new subscription — ``topic`` (the workload topic) and/or ``extra`` (a second topic of the run,
     #: created on first use, never produced to)
     subscription: tuple[Literal["topic", "extra"], ...]
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        # widen the subscription, or leave the workload topic for the other one
+        return {"subscription": list(rng.choice([("topic", "extra"), ("extra",)]))}
 
     @model_validator(mode="after")
     def _distinct_and_new(self) -> ChangeSubscription:
@@ -86,6 +95,8 @@ class ClientUpgrade(_MembershipFault):
                               "another client_version (back at the heal): a rolling client upgrade")
     targets: ClassVar[frozenset[Role]] = frozenset({Role.RANDOM_MEMBER, Role.MEMBER})
     target_error: ClassVar[str | None] = "client_upgrade applies to one member: target member or random_member"
+    explore_refusal: ClassVar[str | None] = ("the release a member moves to is the team's choice (and a download): "
+                                             "write it in an experiment (docs/client-versions.md)")
 
     #: the release the member comes back on (X.Y.Z of its client library); null = the default library (the
     #: project's pinned Python client, or the broker's own release for a Java member)
@@ -129,3 +140,4 @@ class CrashReplace(_MembershipFault):
     targets: ClassVar[frozenset[Role]] = MEMBER_ROLES
     target_error: ClassVar[str | None] = ("crash_replace applies to members: use target member, group_leader, "
                                          "random_member, all_members")
+    replaces_target: ClassVar[bool] = True

@@ -18,8 +18,10 @@ with neither, on every one while the fault lasts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -38,7 +40,10 @@ from chaos.model.kafka_api import (
 from chaos.model.target import MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role
 
 if TYPE_CHECKING:  # pragma: no cover
+    import random
+
     from chaos.model.experiment import Experiment
+    from chaos.model.trigger import Trigger
 
 
 class RpcAction(StrEnum):
@@ -50,6 +55,20 @@ class RpcAction(StrEnum):
     ERROR = "error"
     DUPLICATE_REQUEST = "duplicate_request"
 
+
+#: the APIs ``chaos explore`` aims rpc faults at, by what the target sends or answers all the time (a fault on an
+#: API nobody sends while it is on acted on nothing, and the run's verdict is unknown): a member's and the
+#: coordinator's heartbeats and commits, any broker's fetches (every broker leads some partitions)
+STEADY_APIS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "member": frozenset({"OffsetCommit", "Fetch"}), "coordinator": frozenset({"OffsetCommit"}),
+    "broker": frozenset({"Fetch"}),
+})
+#: the calls of a rebalance, aimed at only when the fault waits for one (a live trigger)
+REBALANCE_APIS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "classic": frozenset({"JoinGroup", "SyncGroup", "OffsetFetch"}), "consumer": frozenset({"OffsetFetch"}),
+})
+#: the first N matching requests an explored rpc fault acts on (None: with a probability, or on every one)
+_EXPLORED_COUNTS = (1, 1, 2, 3, None)
 
 #: the fields an ``rpc`` fault owns, recorded in its ``fault_start`` params
 RPC_FIELDS = ("api", "action", "error", "delay_ms", "count", "probability")
@@ -86,6 +105,37 @@ class Rpc(FaultSpec):
     count: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     #: act on each matching request with this probability (seeded by the run)
     probability: Annotated[float, Field(gt=0, le=1)] | None = None
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        """An API the target sends or answers while the fault is on (:data:`STEADY_APIS`, the heartbeat of the
+        group's protocol, and with a live trigger the calls of a rebalance), an action, and for ``error`` one of the
+        errors that API is documented to answer with."""
+        protocols = sorted({c.group_protocol.value for c in experiment.workload.consumers})
+        heartbeat = {"classic": "Heartbeat", "consumer": "ConsumerGroupHeartbeat"}
+        if target in MEMBER_ROLES or target is Role.COORDINATOR:
+            side = "member" if target in MEMBER_ROLES else "coordinator"
+            apis = set(STEADY_APIS[side]) | {heartbeat[p] for p in protocols}
+            if trigger.at_s is None:
+                apis |= set().union(*(REBALANCE_APIS[p] for p in protocols))
+        else:
+            apis = set(STEADY_APIS["broker"])
+        api = rng.choice(sorted(apis))
+        documented = api_errors(api)
+        actions = [a for a in RpcAction if a is not RpcAction.ERROR or documented]
+        action = rng.choice(actions)
+        fields: dict[str, Any] = {"api": api, "action": action.value}
+        if action is RpcAction.ERROR and documented:
+            fields["error"] = rng.choice(error_names(documented))
+        if action is RpcAction.DELAY:
+            fields["delay_ms"] = rng.choice([200, 1000, 3000, 8000])
+        count = rng.choice(_EXPLORED_COUNTS)
+        if count is not None:
+            fields["count"] = count
+        elif rng.random() < 0.5:
+            fields["probability"] = rng.choice([0.2, 0.5])
+        return fields
 
     @field_validator("api")
     @classmethod

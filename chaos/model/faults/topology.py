@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,12 @@ from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults.base import Family, FaultSpec
 from chaos.model.target import Role
 from chaos.model.workload import MAX_PARTITIONS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import random
+
+    from chaos.model.experiment import Experiment
+    from chaos.model.trigger import Trigger
 
 
 class AddPartitions(FaultSpec):
@@ -23,6 +29,13 @@ class AddPartitions(FaultSpec):
 
     #: the topic's new partition count (the total, not the number added)
     partitions: Annotated[int, Field(ge=1, le=MAX_PARTITIONS)]
+
+    @classmethod
+    def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
+                       trigger: Trigger) -> dict[str, Any]:
+        # one more, two more, or twice as many partitions
+        now = experiment.workload.partitions
+        return {"partitions": min(MAX_PARTITIONS, now + rng.choice([1, 2, now]))}
 
 
 class RollingRestart(FaultSpec):

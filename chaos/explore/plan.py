@@ -1,0 +1,365 @@
+"""The explorer's plan: a seeded, coverage-steered sequence of generated experiments (``chaos explore``).
+
+A *workload* experiment gives the cluster, the members and the phases; its faults are dropped. From it the
+plan builds run after run, each one experiment that passes the same load-time validation as a written one:
+
+- **What is tried** is a *cell* of the coverage map, :class:`Cell`: fault kind × target role × trigger phase
+  (:class:`Phase`: a time, or a live group state, a revocation, a generation or epoch) × duration class
+  (:class:`DurationClass`: below, around or above the session timeout, or past ``max.poll.interval.ms``) ×
+  the client of the member hit. The kinds are the registry's declarations
+  (:func:`chaos.model.faults.declarations`) of the chosen families whose backend capability the cluster has
+  and that do not refuse exploration (``explore_refusal``); each kind draws its own parameters
+  (``FaultSpec.explore_fields``) — the plan knows roles, triggers and durations only.
+- **Steering**: each run's first fault fills a cell tried least so far (fewest planned faults; ties broken by
+  the seeded generator), and so do its one or two overlapping companions (one fault in two runs, two in three
+  of ten, three in one of five). A cell whose draws the model refuses a few times in a row is
+  *unreachable* here (a KIP-848 group has no ``CompletingRebalance``, a ZooKeeper cluster no
+  ``active_controller``) and is never tried again. Every reachable cell is tried once before any is tried
+  twice: coverage, not chance, decides what the next run tries (the fuzzers' lesson; Jepsen composes its
+  nemeses the same way, by package and target).
+- **Live triggers need a rebalance.** A fault triggered by a group state, a revocation or a generation comes
+  with a *provoker*: a member's clean leave and rejoin (``bounce``, what a redeploy does) a second or three
+  into the chaos phase, so the state it waits for happens; the revocation trigger names the bounced member.
+  A planned fault that never fires makes the run's verdict unknown (the ``faults`` checker), so the plan does
+  not leave firing to chance.
+- **Durations** are placed relative to the timeouts that decide what a fault does to a group: the members'
+  shortest ``session.timeout.ms`` (KIP-848 members: the broker's ``group.consumer.session.timeout.ms``,
+  :data:`chaos.cluster.settings.KIP848_GROUP_SETTINGS`) and their ``max.poll.interval.ms`` when it is short
+  enough to run past (at most :data:`MAX_FAULT_S`).
+
+The plan depends only on the workload, the seed, the families and the capabilities — never on what a run
+answered — so it is the same sequence on every machine: ``--shard K/N`` runs the plan's indices ``i`` with
+``i % N == K - 1`` (:class:`Shard`), and N shards together run exactly the runs one machine would.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from chaos.errors import UsageError
+from chaos.model.backend import Capability
+from chaos.model.experiment import Experiment
+from chaos.model.faults import FaultSpec, declarations
+from chaos.model.faults.base import FAMILIES
+from chaos.model.shard import WHOLE, Shard
+from chaos.model.target import MEMBER_ROLES, Role
+from chaos.model.trigger import Trigger
+from chaos.model.workload import ConsumerSpec, GroupProtocol
+
+#: a fault lasts at most this long (a longer one mostly waits: the group has long since reacted)
+MAX_FAULT_S = 20.0
+#: the chaos phase of a generated run is at least this long, and at most :data:`MAX_CHAOS_S`
+MIN_CHAOS_S, MAX_CHAOS_S = 8.0, 40.0
+#: the chaos phase goes on this long after the last planned heal (the group reacts to the heal)
+TAIL_S = 4.0
+#: when a live-triggered fault is expected to fire at the latest (s into the chaos phase): after the provoker's
+#: rebalance, or :data:`LIVE_SLACK_S` after the last timed fault healed (the group rebalances once it is back)
+LIVE_START_S, LIVE_SLACK_S = 4.0, 3.0
+#: draws of a cell's free choices (member, parameters, times) before the cell is called unreachable
+DRAWS_PER_CELL = 4
+#: how many faults a run has, with their weights: (1, 2, 3) faults in 50 %, 30 % and 20 % of the runs
+FAULT_COUNTS, FAULT_WEIGHTS = (1, 2, 3), (5, 3, 2)
+#: the session timeout of a KIP-848 member: the broker's ``group.consumer.session.timeout.ms`` as the cluster
+#: sets it (chaos.cluster.settings.KIP848_GROUP_SETTINGS); a member's own ``session_timeout_ms`` is not used
+KIP848_SESSION_S = 6.0
+#: the explored name of a workload's runs: ``<workload>-explore``
+NAME_SUFFIX = "-explore"
+
+
+class Phase(StrEnum):
+    """When a fault fires, as the coverage map counts it."""
+
+    TIME = "time"                # at a second of the chaos phase
+    PREPARING = "preparing"      # a rebalance starts (classic PreparingRebalance, KIP-848 epoch bump)
+    COMPLETING = "completing"    # the join phase ended, SyncGroup pending (classic only)
+    STABLE = "stable"            # the group is stable again after a rebalance
+    REVOKED = "revoked"          # a member's partitions are revoked
+    GENERATION = "generation"    # the group reaches a generation (classic) or epoch (KIP-848)
+
+
+class DurationClass(StrEnum):
+    """How long a fault lasts, against the timeouts that decide what it does to the group."""
+
+    SHORT = "short"    # 0.2-0.5 x the session timeout: the member should stay in the group
+    NEAR = "near"      # 0.85-1.15 x: the coordinator's decision is a race
+    LONG = "long"      # 1.5-2.2 x: the member is removed
+    POLL = "poll"      # 1.1-1.4 x max.poll.interval.ms: the member leaves on its own (when that fits)
+
+
+_FACTORS = {DurationClass.SHORT: (0.2, 0.5), DurationClass.NEAR: (0.85, 1.15), DurationClass.LONG: (1.5, 2.2),
+            DurationClass.POLL: (1.1, 1.4)}
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One cell of the coverage map: what a generated fault tried."""
+
+    kind: str
+    role: str
+    phase: str
+    duration: str
+    #: the client of the member the fault names (``target: member``); ``*`` for any other target
+    client: str = "*"
+
+    def label(self) -> str:
+        return f"{self.kind} {self.role} @{self.phase} {self.duration}" + ("" if self.client == "*" else
+                                                                           f" [{self.client}]")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """Run ``index`` of the plan: its seed, its experiment and the cells its faults try."""
+
+    index: int
+    seed: int
+    experiment: Experiment
+    cells: tuple[Cell, ...]
+
+
+def client_label(member: ConsumerSpec) -> str:
+    """What the coverage map calls a member's client: ``app``, ``command``, or the client and its release."""
+    if member.command is not None:
+        return "command"
+    if member.app is not None:
+        return "app"
+    return member.client.value + (f" {member.client_version}" if member.client_version else "")
+
+
+def explorable_kinds(families: Iterable[str], capabilities: Iterable[Capability]) -> list[type[FaultSpec]]:
+    """The kinds of ``families`` the explorer generates on a cluster with ``capabilities``, in registry order."""
+    fams, caps = set(families), set(capabilities)
+    return [k for k in declarations().values()
+            if k.family in fams and (k.capability is None or k.capability in caps) and k.explore_refusal is None]
+
+
+def parse_families(text: str | None) -> tuple[str, ...]:
+    """``--families process,link,…`` (None: every family); a UsageError naming the families there are."""
+    if text is None:
+        return FAMILIES
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown or not names:
+        raise UsageError(f"--families {text!r}: {'no family named' if names else 'name at least one'} "
+                         f"{', '.join(unknown)}; the families are {', '.join(FAMILIES)}".replace("  ", " "))
+    return names
+
+
+@dataclass
+class Plan:
+    """The seeded sequence of generated runs over ``workload`` (module docstring). Iterate :meth:`runs`."""
+
+    workload: Experiment
+    seed: int
+    families: Sequence[str] = FAMILIES
+    capabilities: frozenset[Capability] = frozenset(Capability)
+    #: planned faults per cell so far (every index of the plan, whichever shard runs it)
+    counts: Counter[Cell] = field(default_factory=Counter)
+    #: cells the model refused :data:`DRAWS_PER_CELL` times: never tried again
+    unreachable: set[Cell] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.base = self.workload.model_copy(update={"faults": (), "expect_violation": (), "runs": 1,
+                                                     "name": self.workload.name + NAME_SUFFIX})
+        self.kinds = explorable_kinds(self.families, self.capabilities)
+        if not self.kinds:
+            raise UsageError(f"no fault kind of {', '.join(self.families)} runs here: choose other --families")
+        members = self.base.workload.consumers
+        if not members:
+            raise UsageError(f"{self.workload.name} has no consumers: explore needs a group to put under faults")
+        self.kip848 = any(c.group_protocol is GroupProtocol.CONSUMER for c in members)
+        self.session_s = min(KIP848_SESSION_S if c.group_protocol is GroupProtocol.CONSUMER
+                             else c.session_timeout_ms / 1000 for c in members)
+        self.max_poll_s = min(c.max_poll_interval_ms / 1000 for c in members)
+        self.cells = self._cells()
+        self._rng = random.Random(self.seed)
+        self._index = 0
+
+    # ------------------------------------------------------------ the space
+    def _cells(self) -> list[Cell]:
+        durations = [d for d in DurationClass if d is not DurationClass.POLL
+                     or self.max_poll_s * _FACTORS[d][1] <= MAX_FAULT_S]
+        clients = sorted({client_label(c) for c in self.base.workload.consumers})
+        cells = []
+        for kind in self.kinds:
+            for role in sorted(kind.targets, key=list(Role).index):
+                for phase in Phase:
+                    for d in durations:
+                        for client in (clients if role is Role.MEMBER else ["*"]):
+                            cells.append(Cell(kind.kind_name(), role.value, phase.value, d.value, client))
+        return cells
+
+    def reachable(self) -> list[Cell]:
+        """Every cell some draw can fill (each cell tried now, up to :data:`DRAWS_PER_CELL` draws; for tests
+        and the summary's denominator — the plan itself finds out lazily)."""
+        rng = random.Random(self.seed ^ 0x5EED)
+        return [c for c in self.cells if any(self._fault(c, rng, provoker=None) is not None
+                                             for _ in range(DRAWS_PER_CELL))]
+
+    # ------------------------------------------------------------ drawing one fault
+    def _members(self, client: str) -> list[str]:
+        return [f"consumer-{i}" for i, c in enumerate(self.base.workload.consumers)
+                if client == "*" or client_label(c) == client]
+
+    def _duration(self, d: str, rng: random.Random) -> float:
+        lo, hi = _FACTORS[DurationClass(d)]
+        base = self.max_poll_s if d == DurationClass.POLL else self.session_s
+        return round(min(MAX_FAULT_S, max(0.5, base * rng.uniform(lo, hi))), 1)
+
+    def _trigger(self, phase: str, rng: random.Random, provoker: str | None) -> dict[str, Any]:
+        p = Phase(phase)
+        if p is Phase.TIME:
+            return {"at_s": round(rng.uniform(1.0, 6.0), 1)}
+        live: dict[str, Any] = {"not_before_s": 0.0}
+        if p is Phase.PREPARING:
+            live["state"] = "PreparingRebalance"
+        elif p is Phase.COMPLETING:
+            live["state"] = "CompletingRebalance"
+        elif p is Phase.STABLE:
+            live["state"] = "Stable"
+        elif p is Phase.REVOKED:
+            live["on_revoked"] = provoker or rng.choice(self._members("*"))
+        elif self.kip848:
+            live["after_epoch"] = rng.randint(2, 5)
+        else:
+            live["after_generation"] = rng.randint(2, 4)
+        return live
+
+    def _fault(self, cell: Cell, rng: random.Random, provoker: str | None) -> dict[str, Any] | None:
+        """A fault filling ``cell`` (its dump), or None when the model refuses this draw."""
+        kind = declarations()[cell.kind]
+        role = Role(cell.role)
+        trigger = self._trigger(cell.phase, rng, provoker)
+        data: dict[str, Any] = {"type": cell.kind, "target": role.value, "trigger": trigger,
+                                "duration_s": self._duration(cell.duration, rng)}
+        if role is Role.MEMBER:
+            members = self._members(cell.client)
+            if kind.replaces_target and len(members) > 1:  # not the member the provoker bounces back
+                members = [m for m in members if m != provoker] or members
+            data["node"] = rng.choice(members)
+        elif role is Role.NODE:
+            data["node"] = rng.choice(list(self.base.cluster.node_names))
+        elif role is Role.LEADER:
+            data["partition"] = rng.randrange(self.base.workload.partitions)
+        data.update(kind.explore_fields(rng, self.base, role, Trigger.model_validate(trigger)))
+        try:
+            fault = FaultSpec.build(**data)
+            self._experiment([fault.model_dump(mode="json", exclude_defaults=True) | {"type": fault.type}], "")
+        except (ValidationError, UsageError, ValueError):
+            return None
+        return fault.model_dump(mode="json", exclude_defaults=True) | {"type": fault.type}
+
+    def _experiment(self, faults: list[dict[str, Any]], description: str) -> Experiment:
+        """The generated experiment of ``faults``: the workload with a chaos phase that holds them."""
+        timed = [f["trigger"]["at_s"] + f["duration_s"] for f in faults if "at_s" in f["trigger"]]
+        # a live trigger waits for a rebalance: the provoker's, or the group's recovery from the faults before it
+        # (one live fault's state may come only after another's heal: they are counted one after the other)
+        end = max([LIVE_START_S, *timed])
+        for f in faults:
+            if "at_s" not in f["trigger"]:
+                end += LIVE_SLACK_S + f["duration_s"]
+        ends = [*timed, end]
+        chaos_s = round(min(MAX_CHAOS_S, max(MIN_CHAOS_S, max(ends, default=0.0) + TAIL_S)), 1)
+        for f in faults:
+            if "at_s" not in f.get("trigger", {}):
+                f["trigger"]["timeout_s"] = chaos_s
+        data = self.base.model_dump(mode="json")
+        data.update(faults=faults, description=description,
+                    phases={**data["phases"], "chaos_s": chaos_s})
+        return Experiment.model_validate(data)
+
+    # ------------------------------------------------------------ steering
+    def _least_tried(self, rng: random.Random, exclude: set[Cell]) -> Cell | None:
+        open_cells = [c for c in self.cells if c not in self.unreachable and c not in exclude]
+        if not open_cells:
+            return None
+        least = min(self.counts[c] for c in open_cells)
+        return rng.choice([c for c in open_cells if self.counts[c] == least])
+
+    def _fill(self, rng: random.Random, exclude: set[Cell], provoker: str | None) -> tuple[Cell, dict] | None:
+        """The least-tried reachable cell and a fault for it; cells refused :data:`DRAWS_PER_CELL` times are
+        marked unreachable on the way."""
+        while (cell := self._least_tried(rng, exclude)) is not None:
+            for _ in range(DRAWS_PER_CELL):
+                fault = self._fault(cell, rng, provoker)
+                if fault is not None:
+                    return cell, fault
+            self.unreachable.add(cell)
+        return None
+
+    def _provoker(self, rng: random.Random) -> tuple[Cell, dict[str, Any]]:
+        """A member's clean leave and rejoin early in the chaos phase: the rebalance a live trigger waits for."""
+        i = rng.randrange(len(self.base.workload.consumers))
+        member = self.base.workload.consumers[i]
+        fault = {"type": "bounce", "target": Role.MEMBER.value, "node": f"consumer-{i}",
+                 "trigger": {"at_s": round(rng.uniform(1.0, 3.0), 1)}, "duration_s": round(rng.uniform(1.0, 2.0), 1)}
+        return Cell("bounce", Role.MEMBER.value, Phase.TIME.value, DurationClass.SHORT.value,
+                    client_label(member)), fault
+
+    def next(self) -> PlannedRun:
+        """The plan's next run (the same sequence for the same workload, seed, families and capabilities)."""
+        rng = self._rng
+        index, seed = self._index, rng.randrange(1, 2**31)
+        self._index += 1
+        how_many = rng.choices(FAULT_COUNTS, FAULT_WEIGHTS)[0]
+        provoker_cell, provoker = self._provoker(rng)
+        member = provoker["node"]
+        chosen: list[tuple[Cell, dict[str, Any]]] = []
+        for _ in range(how_many):
+            filled = self._fill(rng, {c for c, _ in chosen}, member)
+            if filled is None:
+                break
+            chosen.append(filled)
+        if not chosen:
+            raise UsageError(f"no fault of {', '.join(self.families)} can be placed in {self.workload.name}: "
+                             "choose other --families")
+        replacing = [i for i, (c, _f) in enumerate(chosen) if declarations()[c.kind].replaces_target]
+        if replacing:
+            # its member never comes back: a second fault on members could not be healed (the run: unknown)
+            chosen = [chosen[replacing[0]]] + [x for i, x in enumerate(chosen)
+                                                if i != replacing[0] and Role(x[0].role) not in MEMBER_ROLES]
+        first = chosen[0][1]
+        for _cell, f in chosen[1:]:
+            if "at_s" in f["trigger"] and "at_s" in first["trigger"]:  # overlap the first fault's window
+                f["trigger"]["at_s"] = round(first["trigger"]["at_s"] + rng.uniform(0, first["duration_s"]), 1)
+        description = (f"Generated by chaos explore from {self.workload.name}: plan seed {self.seed}, run {index}.")
+        try:
+            exp, cells = self._with_provoker(chosen, provoker_cell, provoker, description)
+        except (ValidationError, ValueError):
+            # the faults validate one by one but not together: the first alone (its cell is still tried)
+            exp, cells = self._with_provoker(chosen[:1], provoker_cell, provoker, description)
+        self.counts.update(cells)
+        return PlannedRun(index, seed, exp, cells)
+
+    def _with_provoker(self, chosen: list[tuple[Cell, dict[str, Any]]], provoker_cell: Cell,
+                       provoker: dict[str, Any], description: str) -> tuple[Experiment, tuple[Cell, ...]]:
+        """The experiment of ``chosen``, the provoker first when a fault waits for a live trigger."""
+        if any("at_s" not in f["trigger"] for _c, f in chosen):
+            chosen = [(provoker_cell, provoker), *chosen]
+        cells = tuple(c for c, _ in chosen)
+        text = f"{description} Cells: {'; '.join(c.label() for c in cells)}."
+        return self._experiment([f for _c, f in chosen], text), cells
+
+    def runs(self, shard: Shard = WHOLE) -> Iterator[PlannedRun]:
+        """The plan's runs for ``shard``, in index order, without end (the caller stops on its budget)."""
+        while True:
+            planned = self.next()
+            if shard.owns(planned.index):
+                yield planned
+
+
+def coverage(plan: Plan, ran: Iterable[Cell]) -> dict[str, Any]:
+    """The coverage map of the cells ``ran`` (with repeats): per cell how often, and the totals against the
+    plan's space (cells in the space, found unreachable so far, tried)."""
+    tried = Counter(ran)
+    return {"cells": len(plan.cells), "unreachable": len(plan.unreachable), "tried": len(tried),
+            "map": {c.label(): n for c, n in sorted(tried.items())}}
+
+
+__all__ = ["Cell", "DurationClass", "Phase", "Plan", "PlannedRun", "coverage"]

@@ -1,0 +1,104 @@
+"""``chaos explore`` end to end on real clusters (issue 35).
+
+In ``make test``: the catalogue's skip-records consumer as the workload, its expectation dropped — the
+explorer is told nothing of what is wrong. Its first generated run is red; the replay is red too; the shrink
+finds that no fault is needed, and the finding is filed with the original run, the minimal experiment, the
+replay's verdict and an explanation that starts with what happened. The archive's runs are the plan's: the
+same seed gives the same experiments. It runs on the session's cluster (``--cluster``).
+
+Nightly size (``--run-slow``, ``make test-all``): two shards of one plan against the plan run on one machine,
+and each wrong mode and broken example found from its workload alone, shrunk to a minimal experiment that
+fails in at least two of three runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos.experiment import load_experiment
+from chaos.explore.plan import Plan
+from tests.catalogue import WRONG_QUIESCE_S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def chaos(*args, cwd=ROOT, timeout=900):
+    return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def _workload(tmp_path: Path, name: str, source: Path) -> Path:
+    exp = yaml.safe_load(source.read_text())
+    exp["name"] = name
+    exp.pop("expect_violation", None)  # explore is told nothing of what is wrong
+    exp.pop("faults", None)
+    exp["phases"]["quiesce_s"] = WRONG_QUIESCE_S
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(exp))
+    return path
+
+
+def test_explore_finds_a_consumer_that_skips_records_and_shrinks_it_to_no_fault(shared_cluster, tmp_path):
+    workload = _workload(tmp_path, "skipper", ROOT / "experiments" / "wrong-skip-records.yaml")
+    out = tmp_path / "archive"
+    with shared_cluster.lent() as attach:
+        res = chaos("explore", str(workload), "--budget", "200s", "--seed", "5", "--families", "process",
+                    "--runs", "2", "--shrink-share", "0.6", "--out", str(out), *attach)
+    assert res.returncode == 1, res.stdout[-1500:] + res.stderr[-3000:]
+    summary = json.loads((out / "explore.json").read_text())
+    assert summary["runs"] >= 1 and sum(summary["verdicts"].values()) == summary["runs"]
+    assert summary["verdicts"]["false"] >= 1 and summary["verdicts"]["error"] == 0
+    [sig] = summary["findings"]
+    finding = json.loads((out / "findings" / sig / "finding.json").read_text())
+    assert finding["finding_class"] == "without_faults" and finding["fault_kinds"] == []
+    assert "delivery" in finding["checkers"]
+    assert finding["replay"]["valid"] == "false"  # replayed once before it was shrunk
+    assert finding["minimal_failed_runs"] >= 1
+    minimal = load_experiment(out / "findings" / sig / "minimal.yaml")
+    assert minimal.faults == ()  # the consumer fails on its own
+    explanation = (out / "findings" / sig / "explanation.md").read_text()
+    assert explanation.startswith("The consumer breaks") and "delivery" in explanation
+    assert (out / "findings" / sig / "run" / "history.jsonl").is_file()
+    assert (out / "findings" / sig / "shrink" / "shrink-log.jsonl").is_file()
+    assert sig in res.stdout and "without_faults" in res.stdout
+    # the archive holds the plan: run i of seed 5 is the plan's run i, faults and seed alike
+    plan = Plan(load_experiment(workload), 5, families=("process",))
+    for i in summary["plan_indices"]:
+        planned = plan.next()
+        assert planned.index == i
+        run_dir = out / "skipper-explore" / f"run-{i:03d}-seed-{planned.seed}"
+        resolved = json.loads((run_dir / "resolved.json").read_text())
+        assert [f["type"] for f in resolved["faults"]] == [f.type for f in planned.experiment.faults]
+        assert resolved["phases"]["chaos_s"] == planned.experiment.phases.chaos_s
+
+
+@pytest.mark.slow
+def test_two_shards_run_exactly_the_plan_one_machine_runs(shared_cluster, tmp_path):
+    """Shards 1/2 and 2/2 of seed 21's first four runs against the four run unsharded: the same runs (index,
+    seed, experiment), each in one shard only; the baseline's members are correct, so every verdict is true."""
+    def explore(*extra: str) -> dict:
+        out = tmp_path / ("-".join(extra) or "whole").replace("/", "of")
+        with shared_cluster.lent() as attach:
+            res = chaos("explore", "baseline", "--budget", "20m", "--seed", "21", "--runs", "4", "--out", str(out),
+                        *extra, *attach, timeout=1500)
+        assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-3000:]
+        return {"out": out, **json.loads((out / "explore.json").read_text())}
+
+    whole = explore()
+    one, two = explore("--shard", "1/2"), explore("--shard", "2/2")
+    assert whole["plan_indices"] == [0, 1, 2, 3]
+    assert one["plan_indices"] == [0, 2] and two["plan_indices"] == [1, 3]
+
+    def runs(arch: dict) -> dict[str, dict]:
+        return {p.name: json.loads((p / "resolved.json").read_text())["faults"]
+                for p in sorted((arch["out"] / "baseline-explore").iterdir())}
+
+    assert runs(whole) == {**runs(one), **runs(two)}
+    assert whole["verdicts"]["true"] == 4 and one["verdicts"]["true"] + two["verdicts"]["true"] == 4

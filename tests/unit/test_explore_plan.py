@@ -1,0 +1,223 @@
+"""The explorer's plan (chaos.explore.plan): every generated experiment validates, the same seed gives the
+same plan, shards partition it exactly, steering reaches every reachable cell, and the live triggers come with
+the rebalance they wait for. Pure logic: no cluster."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chaos.errors import UsageError
+from chaos.experiment import apply_overrides, load_experiment, parse_experiment
+from chaos.explore.plan import (
+    FAULT_COUNTS,
+    MAX_CHAOS_S,
+    Cell,
+    DurationClass,
+    Phase,
+    Plan,
+    coverage,
+    explorable_kinds,
+    parse_families,
+)
+from chaos.explore.search import Finding, FindingClass, signature
+from chaos.model.backend import Capability
+from chaos.model.experiment import Experiment
+from chaos.model.faults import declarations
+from chaos.model.shard import Shard
+from chaos.model.target import MEMBER_ROLES
+from chaos.runner import RunOutcome
+
+
+def _workloads() -> dict[str, Experiment]:
+    base = load_experiment("baseline")
+    return {
+        "zookeeper-classic": base,
+        "kraft-kip848": apply_overrides(base, kafka_version="4.4.0", group_protocol="consumer"),
+        "kraft-classic": apply_overrides(base, kafka_version="4.4.0"),
+        "mixed-clients": parse_experiment({
+            "name": "mixed", "cluster": {"brokers": 3, "lanes": 2},
+            "workload": {"partitions": 6, "consumers": [
+                {"client": "kafka-python", "lane": "lane0", "max_poll_interval_ms": 8000},
+                {"client": "java", "lane": "lane1"}, {"client": "confluent-kafka", "instance_id": "s-1"}]},
+            "phases": {"warmup_s": 1, "chaos_s": 10}}),
+    }
+
+
+WORKLOADS = _workloads()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**63 - 1), which=st.sampled_from(sorted(WORKLOADS)))
+def test_every_generated_experiment_validates_as_a_written_one(seed, which):
+    plan = Plan(WORKLOADS[which], seed)
+    for _ in range(6):
+        run = plan.next()
+        exp = run.experiment
+        again = Experiment.model_validate(exp.model_dump(mode="json"))  # the load-time validation of a file
+        assert again == exp
+        assert exp.name == f"{WORKLOADS[which].name}-explore" and exp.expect_violation == ()
+        assert 1 <= len(exp.faults) <= max(FAULT_COUNTS) + 1  # + the provoker
+        assert exp.phases.chaos_s <= MAX_CHAOS_S
+        assert len(run.cells) == len(exp.faults)
+        for cell, fault in zip(run.cells, exp.faults, strict=True):
+            assert cell.kind == fault.type and cell.role == fault.target.value
+            assert declarations()[fault.type].explore_refusal is None
+        if any(declarations()[f.type].replaces_target for f in exp.faults):  # its member never comes back
+            steered = exp.faults[1:] if exp.faults[0].type == "bounce" and len(exp.faults) > 1 else exp.faults
+            assert sum(f.target in MEMBER_ROLES for f in steered) == 1
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_the_same_seed_gives_the_same_plan(seed):
+    a, b = Plan(WORKLOADS["kraft-kip848"], seed), Plan(WORKLOADS["kraft-kip848"], seed)
+    for _ in range(8):
+        ra, rb = a.next(), b.next()
+        assert (ra.index, ra.seed, ra.cells) == (rb.index, rb.seed, rb.cells)
+        assert ra.experiment.model_dump_json() == rb.experiment.model_dump_json()
+    other = Plan(WORKLOADS["kraft-kip848"], seed + 1)
+    assert [other.next().experiment.faults for _ in range(4)] != [Plan(WORKLOADS["kraft-kip848"], seed).next()
+                                                                    .experiment.faults for _ in range(4)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_shards_partition_the_plan_exactly(n):
+    whole = Plan(WORKLOADS["zookeeper-classic"], 42)
+    expected = {r.index: r.experiment.model_dump_json() for r in (whole.next() for _ in range(30))}
+    seen: dict[int, str] = {}
+    for k in range(1, n + 1):
+        runs = Plan(WORKLOADS["zookeeper-classic"], 42).runs(Shard(k, n))
+        for r in (next(runs) for _ in range(-(-30 // n))):
+            if r.index < 30:
+                assert r.index not in seen, "two shards ran the same index"
+                assert r.index % n == k - 1
+                seen[r.index] = r.experiment.model_dump_json()
+    assert seen == expected  # together: exactly the runs one machine would run, the same experiments
+
+
+def test_steering_tries_every_reachable_cell_of_a_small_space_before_any_twice():
+    plan = Plan(WORKLOADS["zookeeper-classic"], 7, families=("topology", "membership"))
+    reachable = set(plan.reachable())
+    # switch_protocol needs Kafka 4.x: its cells are in the space but no draw fills them here
+    assert reachable and {c.kind for c in set(plan.cells) - reachable} == {"switch_protocol"}
+    space = set(plan.cells)
+    tried: list[Cell] = []
+    steps = 0
+    while not reachable <= set(tried):
+        run = plan.next()
+        tried.extend(c for c in run.cells if c in space)  # not the provoker (a process fault: not in this space)
+        steps += 1
+        assert steps <= len(reachable), "steering left a reachable cell untried"
+    assert set(tried) <= reachable  # nothing outside the reachable space was planned
+    assert plan.unreachable <= set(plan.cells) - reachable  # what the plan gave up on, no draw could fill
+    cov = coverage(plan, tried)
+    assert cov["tried"] == len(reachable) and cov["cells"] == len(plan.cells)
+
+
+def test_cells_the_group_cannot_have_are_unreachable():
+    kip848 = Plan(WORKLOADS["kraft-kip848"], 3, families=("process",))
+    reachable = kip848.reachable()
+    assert not [c for c in reachable if c.phase == Phase.COMPLETING]  # no SyncGroup phase under KIP-848
+    assert not [c for c in reachable if c.role == "group_leader"]     # the coordinator assigns
+    zk = Plan(WORKLOADS["zookeeper-classic"], 3, families=("process",))
+    zk_reachable = zk.reachable()
+    assert not [c for c in zk_reachable if c.role in ("active_controller", "controller_quorum")]
+    assert [c for c in zk_reachable if c.phase == Phase.COMPLETING]
+
+
+def test_live_triggers_come_with_the_rebalance_they_wait_for():
+    plan = Plan(WORKLOADS["zookeeper-classic"], 99)
+    live_runs = 0
+    for _ in range(40):
+        exp = plan.next().experiment
+        live = [f for f in exp.faults if f.trigger.at_s is None]
+        if not live:
+            continue
+        live_runs += 1
+        provoker = exp.faults[0]
+        assert provoker.type == "bounce" and provoker.trigger.at_s is not None and provoker.trigger.at_s <= 3
+        for f in live:
+            assert f.trigger.timeout_s == exp.phases.chaos_s
+            if f.trigger.on_revoked:
+                assert f.trigger.on_revoked == provoker.node  # the member that leaves is the one revoked
+    assert live_runs > 10
+
+
+def test_durations_are_placed_around_the_timeouts_that_matter():
+    workload = WORKLOADS["mixed-clients"]  # kafka-python member: max.poll.interval.ms 8 s, short enough to run past
+    plan = Plan(workload, 5)
+    assert plan.session_s == 6.0 and plan.max_poll_s == 8.0
+    assert {c.duration for c in plan.cells} == {d.value for d in DurationClass}
+    assert {c.client for c in plan.cells if c.role == "member"} == {"confluent-kafka", "java", "kafka-python"}
+    no_poll = Plan(WORKLOADS["zookeeper-classic"], 5)  # 30 s max.poll.interval.ms: past it does not fit
+    assert DurationClass.POLL.value not in {c.duration for c in no_poll.cells}
+    import random
+    rng = random.Random(1)
+    for d, lo, hi in (("short", 0.2 * 6, 0.5 * 6), ("near", 0.85 * 6, 1.15 * 6), ("long", 1.5 * 6, 2.2 * 6),
+                      ("poll", 1.1 * 8, 1.4 * 8)):
+        for _ in range(20):
+            assert lo - 0.05 <= plan._duration(d, rng) <= hi + 0.05
+
+
+def test_kinds_follow_families_capabilities_and_refusals():
+    names = {k.kind_name() for k in explorable_kinds(("process", "network", "container", "membership"),
+                                                      frozenset())}
+    assert "kill" in names and "crash_replace" in names
+    assert "partition" not in names and "disconnect" not in names  # their capability is missing
+    assert "client_upgrade" not in names  # refuses exploration: the release is the team's choice
+    assert "partition" in {k.kind_name() for k in explorable_kinds(("network",), {Capability.PAIR_PARTITION})}
+    with pytest.raises(UsageError, match="no fault kind of container runs here"):
+        Plan(WORKLOADS["zookeeper-classic"], 1, families=("container",), capabilities=frozenset())
+
+
+def test_shard_and_family_options_refuse_bad_input():
+    assert Shard.parse(None) == Shard(1, 1) and Shard.parse("2/3") == Shard(2, 3)
+    for bad in ("0/2", "3/2", "1/1001", "a/b", "1"):
+        with pytest.raises(UsageError, match="--shard"):
+            Shard.parse(bad)
+    assert parse_families("rpc, process,rpc") == ("rpc", "process")
+    with pytest.raises(UsageError, match="no family named disk"):
+        parse_families("disk")
+    with pytest.raises(UsageError, match="name at least one"):
+        parse_families(" , ")
+
+
+def _oc(failed: list[str]) -> RunOutcome:
+    return RunOutcome("x-explore", 3, 9, "/tmp/none", "false", False, failed_checkers=failed)
+
+
+def test_a_red_run_is_another_hit_only_when_a_finding_explains_it():
+    f = Finding(signature(["ownership-time"], ["pause"], FindingClass.UNDER_FAULTS), ["ownership-time"], ["pause"],
+                FindingClass.UNDER_FAULTS, "w", "r", 1, None, None, "minimal.yaml", 2, 3, 10.0)
+    assert f.explains(_oc(["ownership-time", "delivery"]), {"pause", "kill"})
+    assert not f.explains(_oc(["delivery"]), {"pause"})             # another invariant
+    assert not f.explains(_oc(["ownership-time"]), {"kill"})        # without the fault that causes it
+    bare = Finding(signature(["delivery"], [], FindingClass.WITHOUT_FAULTS), ["delivery"], [],
+                   FindingClass.WITHOUT_FAULTS, "w", "r", 1, None, None, "minimal.yaml", 3, 3, 1.0)
+    assert bare.explains(_oc(["delivery"]), {"kill"})               # fails with no fault: any red run of it
+
+
+def test_signatures_name_the_same_finding_alike_and_others_apart():
+    a = signature(["b", "a"], ["kill"], "under_faults")
+    assert a == signature(["a", "b"], ["kill"], "under_faults") and len(a) == 8
+    assert a != signature(["a", "b"], ["kill"], "not_reproduced")
+    assert a != signature(["a"], ["kill"], "under_faults")
+    assert a != signature(["a", "b"], ["pause"], "under_faults")
+
+
+def test_the_nightly_plan_is_the_seeds_alone_and_its_shards_split_it():
+    import itertools
+
+    from chaos.runner import nightly_plan
+
+    exps = [load_experiment(n) for n in ("baseline", "wrong-skip-records", "coordinator-kill-stable-eager")]
+    whole = list(itertools.islice(nightly_plan(exps, 9), 12))
+    assert whole == list(itertools.islice(nightly_plan(exps, 9), 12))  # the same seed, the same plan
+    assert [i for i, _e, _s in whole] == list(range(12))
+    for r in range(4):  # every round runs each experiment once
+        assert sorted(e.name for _i, e, _s in whole[3 * r:3 * r + 3]) == sorted(e.name for e in exps)
+    for n in (2, 3, 5):
+        parts = [[w for w in whole if Shard(k, n).owns(w[0])] for k in range(1, n + 1)]
+        assert sorted((p for part in parts for p in part), key=lambda w: w[0]) == whole
