@@ -11,7 +11,8 @@ For each workload, ``chaos explore`` for ``--budget`` on a cluster of its own, t
 
     .venv/bin/python bench/explore.py --budget 60m baseline
     .venv/bin/python bench/explore.py --budget 60m --kafka-version 4.4.0 --group-protocol consumer baseline
-    .venv/bin/python bench/explore.py --budget 15m --broken wrong-skip-records examples/python-service/broken-keeps-revoked.yaml
+    .venv/bin/python bench/explore.py --budget 15m --broken wrong-skip-records \
+        examples/python-service/broken-keeps-revoked.yaml
 
 Each exploration runs ``python -m chaos.cli explore`` (what a user runs); a broken workload is explored with its
 ``expect_violation`` dropped — the explorer is told nothing of what is wrong.

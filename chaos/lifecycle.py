@@ -191,7 +191,7 @@ class Run:
         """Every phase of the experiment as written — warm-up, ``chaos_s`` of planned faults, heal,
         quiesce, final read — and the merged history (not judged)."""
         self.warm_up()
-        self.begin_chaos().cancel.wait(self.experiment.phases.chaos_s)
+        self._chaos_phase(self.begin_chaos())
         try:
             self.heal()
             self.quiesce()
@@ -199,6 +199,19 @@ class Run:
         finally:
             merged = self.close()
         return merged
+
+    def _chaos_phase(self, nemesis: Nemesis) -> None:
+        """Wait out the chaos phase: ``chaos_s``, or with ``settle_s`` until that long after every planned fault
+        is over (at most ``chaos_s``)."""
+        phases = self.experiment.phases
+        deadline = time.monotonic() + phases.chaos_s
+        if phases.settle_s is None:
+            nemesis.cancel.wait(phases.chaos_s)
+            return
+        while not nemesis.settled():
+            if nemesis.cancel.wait(min(0.2, max(0.0, deadline - time.monotonic()))) or time.monotonic() >= deadline:
+                return
+        nemesis.cancel.wait(max(0.0, min(phases.settle_s, deadline - time.monotonic())))
 
     def execute(self) -> Verdict:
         """:meth:`record`, then :meth:`judge`."""

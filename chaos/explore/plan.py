@@ -19,9 +19,11 @@ plan builds run after run, each one experiment that passes the same load-time va
   nemeses the same way, by package and target).
 - **Live triggers need a rebalance.** A fault triggered by a group state, a revocation or a generation comes
   with a *provoker*: a member's clean leave and rejoin (``bounce``, what a redeploy does) a second or three
-  into the chaos phase, so the state it waits for happens; the revocation trigger names the bounced member.
+  into the chaos phase, so the state it waits for happens. A revocation trigger and a fault on a named member
+  pick another member than the bounced one (which is on its way out when the rebalance starts).
   A planned fault that never fires makes the run's verdict unknown (the ``faults`` checker), so the plan does
-  not leave firing to chance.
+  not leave firing to chance. The chaos phase is a generous bound (every live fault counted one after the
+  other); it ends :data:`TAIL_S` after the last fault is over (``phases.settle_s``).
 - **Durations** are placed relative to the timeouts that decide what a fault does to a group: the members'
   shortest ``session.timeout.ms`` (KIP-848 members: the broker's ``group.consumer.session.timeout.ms``,
   :data:`chaos.cluster.settings.KIP848_GROUP_SETTINGS`) and their ``max.poll.interval.ms`` when it is short
@@ -57,11 +59,12 @@ from chaos.model.workload import ConsumerSpec, GroupProtocol
 MAX_FAULT_S = 20.0
 #: the chaos phase of a generated run is at least this long, and at most :data:`MAX_CHAOS_S`
 MIN_CHAOS_S, MAX_CHAOS_S = 8.0, 40.0
-#: the chaos phase goes on this long after the last planned heal (the group reacts to the heal)
-TAIL_S = 4.0
+#: the chaos phase ends this long after the last fault is over (``phases.settle_s``: the group reacts to the heal)
+TAIL_S = 3.0
 #: when a live-triggered fault is expected to fire at the latest (s into the chaos phase): after the provoker's
-#: rebalance, or :data:`LIVE_SLACK_S` after the last timed fault healed (the group rebalances once it is back)
-LIVE_START_S, LIVE_SLACK_S = 4.0, 3.0
+#: rebalance, or :data:`LIVE_SLACK_S` after the last timed fault healed (the group rebalances once it is back).
+#: Generous: ``chaos_s`` is only the bound — the phase ends :data:`TAIL_S` after the last fault is over
+LIVE_START_S, LIVE_SLACK_S = 5.0, 5.0
 #: draws of a cell's free choices (member, parameters, times) before the cell is called unreachable
 DRAWS_PER_CELL = 4
 #: how many faults a run has, with their weights: (1, 2, 3) faults in 50 %, 30 % and 20 % of the runs
@@ -224,7 +227,10 @@ class Plan:
         elif p is Phase.STABLE:
             live["state"] = "Stable"
         elif p is Phase.REVOKED:
-            live["on_revoked"] = provoker or rng.choice(self._members("*"))
+            # another member's revocation: the provoker's own comes as it leaves, when a fault on it would meet a
+            # process on its way out (found by exploring: a pause whose heal found the process gone)
+            others = [m for m in self._members("*") if m != provoker]
+            live["on_revoked"] = rng.choice(others or self._members("*"))
         elif self.kip848:
             live["after_epoch"] = rng.randint(2, 5)
         else:
@@ -239,9 +245,8 @@ class Plan:
         data: dict[str, Any] = {"type": cell.kind, "target": role.value, "trigger": trigger,
                                 "duration_s": self._duration(cell.duration, rng)}
         if role is Role.MEMBER:
-            members = self._members(cell.client)
-            if kind.replaces_target and len(members) > 1:  # not the member the provoker bounces back
-                members = [m for m in members if m != provoker] or members
+            # not the member the provoker bounces: a fault on it would meet its leave and rejoin
+            members = [m for m in self._members(cell.client) if m != provoker] or self._members(cell.client)
             data["node"] = rng.choice(members)
         elif role is Role.NODE:
             data["node"] = rng.choice(list(self.base.cluster.node_names))
@@ -271,7 +276,7 @@ class Plan:
                 f["trigger"]["timeout_s"] = chaos_s
         data = self.base.model_dump(mode="json")
         data.update(faults=faults, description=description,
-                    phases={**data["phases"], "chaos_s": chaos_s})
+                    phases={**data["phases"], "chaos_s": chaos_s, "settle_s": TAIL_S})
         return Experiment.model_validate(data)
 
     # ------------------------------------------------------------ steering

@@ -51,6 +51,11 @@ class Phases(_Strict):
     #: bound on waiting for every member's first assignment
     warmup_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     chaos_s: Annotated[float, Field(ge=0)] = 20.0
+    #: when set, the chaos phase ends this long after every planned fault has healed (or its trigger gave up),
+    #: at most ``chaos_s`` after it began: ``chaos_s`` is then an upper bound, for schedules whose live triggers
+    #: fire at moments nobody knows in advance (``chaos explore`` sets it). An experiment without faults has a
+    #: chaos phase of ``settle_s``
+    settle_s: Annotated[float, Field(ge=0)] | None = None
     #: after the chaos phase, every fault is healed; this much time is then left for recovery
     heal_s: Annotated[float, Field(ge=0)] = 0.0
     #: bound on waiting for the group to commit every record after producers stop

@@ -266,6 +266,10 @@ class Nemesis:
             self._threads.append(t)
         return self
 
+    def settled(self) -> bool:
+        """Every planned fault is over: healed, or its trigger gave up or never came (its thread ended)."""
+        return not any(t.is_alive() for t in self._threads)
+
     def stop(self) -> list[FaultRecord]:
         """End the chaos phase: pending triggers are dropped, active faults healed (in their threads)."""
         self.cancel.set()
