@@ -953,6 +953,8 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
                                                                 "container where the backend has them)")
 @click.option("--runs", "max_runs", default=None, type=click.IntRange(1, 100_000),
               help="explore the plan's first N runs only (with --shard: this shard's share of them), within --budget")
+@click.option("--max-findings", default=None, type=click.IntRange(1, 10_000),
+              help="stop once this many distinct findings are filed (a CI job that wants the first one)")
 @click.option("--shrink-share", default=0.4, show_default=True, type=float,
               help="at most this fraction of the budget goes to replaying and shrinking red runs")
 @click.option("--out", default=None, type=click.Path(path_type=Path),
@@ -967,8 +969,8 @@ def shrink(run_dir: Path, budget: str, tries: int, confirm: int, checkers: tuple
               help="override the workload's cluster backend")
 @_CLUSTER_OPTION
 @_DIR_OPTION
-def explore(workload, budget, seed, shard, families, max_runs, shrink_share, out, kafka_version, group_protocol,
-            client_releases, backend, attach, directories) -> None:
+def explore(workload, budget, seed, shard, families, max_runs, max_findings, shrink_share, out, kafka_version,
+            group_protocol, client_releases, backend, attach, directories) -> None:
     """Explore WORKLOAD (an experiment file or catalogue name: its cluster and members, its faults ignored):
     generate fault schedules steered toward what has not been tried (kind x target x group state x duration x
     client), judge every run, replay and shrink each new red run, and file each distinct finding with its
@@ -999,7 +1001,7 @@ def explore(workload, budget, seed, shard, families, max_runs, shrink_share, out
     suffix = f"-shard-{the_shard.k}-of-{the_shard.n}" if the_shard.n > 1 else ""
     archive = out or Path("results/explore") / f"{exp.name}-seed-{base}{suffix}"
     console = _console()
-    explorer = Explorer(exp, archive, budget_s, base, the_shard, fams, shrink_share, max_runs, backend,
+    explorer = Explorer(exp, archive, budget_s, base, the_shard, fams, shrink_share, max_runs, max_findings, backend,
                         say=lambda line: console.log(line, highlight=False))  # refuses a used or recorded --out
     shortest = estimate_s(exp.with_overrides(**{"phases.chaos_s": MIN_CHAOS_S}))
     if budget_s < shortest:

@@ -381,9 +381,10 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
 def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
     """``chaos_explore(workload, budget="10m", families=None, seed=None, runs=None, shrink_share=0.4)`` -> the
     :class:`chaos.explore.search.Explorer` after its search (``.findings``, ``.summary()``, ``.out``): what
-    ``chaos explore`` does, on the session's clusters, for a nightly job on a team's own consumer. A finding
-    fails the test with its explanation (what happened first) and where its minimal experiment is; unknown
-    runs are in the summary. ``--chaos-shard K/N`` runs one shard of the plan (with ``--chaos-seed``)."""
+    ``chaos explore`` does, on the session's clusters, for a nightly job on a team's own consumer. The first
+    finding ends the search and fails the test with its explanation (what happened first) and where its minimal
+    experiment is; unknown runs are in the summary. ``--chaos-shard K/N`` runs one shard of the plan (with
+    ``--chaos-seed``)."""
     from chaos.experiment import load_experiment
     from chaos.explore.plan import parse_families
     from chaos.explore.search import Explorer
@@ -400,7 +401,7 @@ def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
         out = chaos_settings["out"] / "explore" / f"{request.node.name}-shard-{shard.k}-of-{shard.n}"
         explorer = Explorer(exp, out, parse_budget(budget), seed if seed is not None else chaos_settings["seed"],
                             shard, parse_families(families) if families else None, shrink_share, runs,
-                            pool=_chaos_pool)
+                            max_findings=1, pool=_chaos_pool)
         found = explorer.run()
         if found:
             lines = [f"{f.signature} {f.finding_class}: {f.explanation} -> {out / 'findings' / f.signature}"

@@ -116,6 +116,8 @@ class Explorer:
     shrink_share: float = 0.4
     #: explore the plan's first ``max_runs`` indices only (this shard: its share of them); None: until the budget
     max_runs: int | None = None
+    #: stop once this many distinct findings are filed (None: search the whole budget)
+    max_findings: int | None = None
     backend: str | None = None
     attach: Path | None = None
     say: Callable[[str], None] = lambda line: None
@@ -181,6 +183,9 @@ class Explorer:
             if oc.valid == "false":
                 self._red(pool, planned, oc)
             self._write_summary()
+            if self.max_findings is not None and len(self.findings) >= self.max_findings:
+                self.stopped_by = "findings"
+                return
 
     def _one(self, pool: ClusterPool, planned: PlannedRun) -> RunOutcome:
         exp = planned.experiment

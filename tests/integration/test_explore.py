@@ -102,3 +102,34 @@ def test_two_shards_run_exactly_the_plan_one_machine_runs(shared_cluster, tmp_pa
 
     assert runs(whole) == {**runs(one), **runs(two)}
     assert whole["verdicts"]["true"] == 4 and one["verdicts"]["true"] + two["verdicts"]["true"] == 4
+
+
+#: every wrong mode of the reference consumer and every broken example, by the file that shows it
+BROKEN = ["experiments/wrong-skip-records.yaml", "experiments/wrong-commit-before-process.yaml",
+          "experiments/wrong-ignore-revoke.yaml", "examples/python-service/broken-commit-before-process.yaml",
+          "examples/python-service/broken-keeps-revoked.yaml", "examples/black-box/broken-commit-before-process.yaml"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", BROKEN, ids=[Path(b).stem + ("-" + Path(b).parent.name if "examples" in b else "")
+                                               for b in BROKEN])
+def test_explore_finds_each_broken_consumer_from_its_workload_alone(source, shared_cluster, tmp_path):
+    """The workload alone (faults and expect_violation dropped): explore files a finding that fails one of the
+    checkers the experiment exists to show, shrunk to a minimal experiment that failed in at least 2 of 3 runs."""
+    exp = load_experiment(ROOT / source)  # an app member's cwd resolved: the workload file can live anywhere
+    expected = {c.value for c in exp.expect_violation}
+    data = exp.model_dump(mode="json")
+    data.update(name=exp.name + "-told-nothing", faults=[], expect_violation=[])
+    data["phases"]["quiesce_s"] = min(data["phases"]["quiesce_s"], 20)
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(yaml.safe_dump(data))
+    out = tmp_path / "archive"
+    with shared_cluster.lent() as attach:
+        res = chaos("explore", str(workload), "--budget", "25m", "--seed", "35", "--max-findings", "1",
+                    "--shrink-share", "0.7", "--out", str(out), *attach, timeout=2400)
+    assert res.returncode == 1, res.stdout[-1500:] + res.stderr[-3000:]
+    summary = json.loads((out / "explore.json").read_text())
+    [finding] = summary["finding_details"]
+    assert expected & set(finding["checkers"]), (expected, finding)
+    assert finding["minimal_runs"] >= 3 and finding["minimal_failed_runs"] >= 2, finding
+
