@@ -91,7 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workloads", nargs="*", default=["baseline"], help="correct workloads (false verdicts = alarms)")
     ap.add_argument("--broken", nargs="*", default=[], help="broken workloads (time to first finding)")
-    ap.add_argument("--budget", default="60m")
+    ap.add_argument("--budget", default="60m", help="budget of each correct workload's exploration")
+    ap.add_argument("--broken-budget", default="15m", help="at most this long to a broken workload's first finding")
     ap.add_argument("--kafka-version", default=None)
     ap.add_argument("--group-protocol", default=None)
     ap.add_argument("--nightly", nargs="*", default=["baseline", "coordinator-kill-stable-eager",
@@ -112,7 +113,7 @@ def main() -> None:
         for w in args.broken:
             path = _told_nothing(w, out)
             made.append(Path(path))
-            rows.append(report(w, explore(path, args.budget, out / f"broken-{Path(w).stem}",
+            rows.append(report(w, explore(path, args.broken_budget, out / f"broken-{Path(w).stem}",
                                           [*extra, "--max-findings", "1", "--shrink-share", "0.7"]), broken=True))
             print(json.dumps(rows[-1]), flush=True)
         rate = nightly_rate(args.nightly, args.nightly_budget, out / "nightly", extra) if args.nightly else None
