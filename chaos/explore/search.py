@@ -238,12 +238,16 @@ class Explorer:
         budget = self._shrink_budget()
         replay: dict[str, Any] | None = None
         minimal: Experiment | None = None
+        interrupted: BaseException | None = None
         failed, runs = 0, 0
         self.say(f"  new red run: replaying and shrinking with {budget / 60:.1f} min")
         if budget >= estimate_s(rec.experiment):
             shrinker = Shrinker(rec, work / "shrink", budget_s=budget, tries=SHRINK_TRIES, confirm=SHRINK_CONFIRM,
                                 pool=pool, say=lambda line: self.say(f"    {line}"))
-            minimal = shrinker.shrink()
+            try:
+                minimal = shrinker.shrink()
+            except (KeyboardInterrupt, SystemExit) as exc:  # file what was found so far, then stop
+                interrupted, minimal = exc, shrinker.best
             first = shrinker.attempts[0].runs if shrinker.attempts else []
             if first:
                 replay = {"valid": first[0]["valid"], "failed": first[0]["failed"],
@@ -272,6 +276,8 @@ class Explorer:
             same.also.append(finding.first_run)
             self._write_finding(dest, same)
             shutil.rmtree(work, ignore_errors=True)
+            if interrupted is not None:
+                raise interrupted
             return
         work.mkdir(parents=True, exist_ok=True)
         _link_copy(Path(oc.run_dir), work / "run")
@@ -285,6 +291,8 @@ class Explorer:
         self.findings.append(finding)
         self.say(f"  finding {sig}: {cls.value}, {', '.join(checkers)}"
                  f"{' under ' + ', '.join(kinds) if kinds else ''} -> {dest}")
+        if interrupted is not None:
+            raise interrupted
 
     @staticmethod
     def _failing_in_minimal(shrink_out: Path, target: frozenset[str]) -> set[str]:
