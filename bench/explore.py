@@ -35,16 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _told_nothing(source: str, tmp: Path) -> str:
-    """``source`` (a catalogue name or a file) without its expect_violation and faults, as a file."""
-    from chaos.experiment import resolve_experiment
+    """``source`` (a catalogue name or a file) without its expect_violation and faults, written under ``tmp``
+    (loaded first: an app member's directory is resolved, so the file can live anywhere)."""
+    from chaos.experiment import load_experiment
 
-    path = resolve_experiment(source)
-    data = yaml.safe_load(path.read_text())
-    data.pop("expect_violation", None)
-    data.pop("faults", None)
-    out = tmp / f"{data['name']}.yaml"
-    # relative paths in the workload (an app's module, a command's cwd) stay valid: write next to the source
-    out = path.with_name(f".bench-explore-{data['name']}.yaml")
+    exp = load_experiment(source)
+    data = exp.model_dump(mode="json")
+    data.update(faults=[], expect_violation=[])
+    out = tmp / f"{exp.name}.yaml"
     out.write_text(yaml.safe_dump(data))
     return str(out)
 
@@ -105,21 +103,16 @@ def main() -> None:
              if v for x in (k, v)]
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-explore-"))
     rows = []
-    made: list[Path] = []
-    try:
-        for w in args.workloads:
-            rows.append(report(w, explore(w, args.budget, out / f"correct-{Path(w).stem}", extra), broken=False))
-            print(json.dumps(rows[-1]), flush=True)
-        for w in args.broken:
-            path = _told_nothing(w, out)
-            made.append(Path(path))
-            rows.append(report(w, explore(path, args.broken_budget, out / f"broken-{Path(w).stem}",
-                                          [*extra, "--max-findings", "1", "--shrink-share", "0.7"]), broken=True))
-            print(json.dumps(rows[-1]), flush=True)
-        rate = nightly_rate(args.nightly, args.nightly_budget, out / "nightly", extra) if args.nightly else None
-    finally:
-        for p in made:
-            p.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for w in args.workloads:
+        rows.append(report(w, explore(w, args.budget, out / f"correct-{Path(w).stem}", extra), broken=False))
+        print(json.dumps(rows[-1]), flush=True)
+    for w in args.broken:
+        path = _told_nothing(w, out)
+        rows.append(report(w, explore(path, args.broken_budget, out / f"broken-{Path(w).stem}",
+                                      [*extra, "--max-findings", "1", "--shrink-share", "0.7"]), broken=True))
+        print(json.dumps(rows[-1]), flush=True)
+    rate = nightly_rate(args.nightly, args.nightly_budget, out / "nightly", extra) if args.nightly else None
     result = {"budget": args.budget, "kafka_version": args.kafka_version, "group_protocol": args.group_protocol,
               "nightly_runs_per_hour": round(rate, 1) if rate else None, "explorations": rows}
     for r in rows:

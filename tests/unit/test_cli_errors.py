@@ -214,6 +214,9 @@ CASES = [
     ("too-many-lanes", {}, ["cluster", "up", "--lanes", "17"], ["lanes: Input should be less than or equal to 16"]),
     ("too-many-runs", {}, ["run", "baseline", "--runs", "10001"], ["--runs 10001: at most 10000 runs per experiment"]),
     ("demo-records-zero", {}, ["demo", "--records", "0"], ["--records"]),
+    ("rpc-on-zookeeper", {"x.yaml": "name: x\nfaults:\n  - {type: rpc, target: node, node: zk-1, api: Fetch, "
+                                    "action: drop_request}\n"}, ["plan", "x.yaml"],
+     ["faults.0: zk-1 speaks ZooKeeper's protocol, not Kafka's"]),
     # chaos explore: every refusal before a cluster, nothing written (no archive, no results/)
     ("explore-budget-too-short", {}, ["explore", "baseline", "--budget", "1s"],
      ["--budget 1s: shorter than the shortest generated run of baseline", "give at least"]),

@@ -188,6 +188,12 @@ class Rpc(FaultSpec):
         from chaos.model.cluster import ClusterMode
 
         kraft = experiment.cluster.metadata_mode is ClusterMode.KRAFT
+        node = self.node or ""
+        if self.target is Role.NODE and node.startswith("zk-"):  # else a fault that acts on nothing: unknown
+            raise ValueError(f"faults.{i}: {node} speaks ZooKeeper's protocol, not Kafka's: aim rpc faults at a "
+                             "broker or a member (a ZooKeeper node takes process and link faults)")
+        if self.target is Role.NODE and node.startswith("controller-") and self.links is not LinkScope.QUORUM:
+            raise ValueError(f"faults.{i}: {node} answers only its brokers, over the quorum links: add links: quorum")
         if not kraft and (self.api in KRAFT_ONLY_APIS or self.links is LinkScope.QUORUM):
             raise ValueError(f"faults.{i}: {self.api if self.api in KRAFT_ONLY_APIS else 'links quorum'} needs a "
                              "KRaft cluster (cluster.kafka_version 4.x, or mode: kraft)")
