@@ -180,9 +180,10 @@ class Explorer:
             if oc.valid == "error":
                 raise BatchStopped(f"run {planned.index} of the plan (seed {planned.seed}) could not run: {oc.error}; "
                                    f"stopped after {len(self.outcomes)} run(s){oc.details}", self.outcomes)
+            self._write_summary()  # before a replay and shrink that may take minutes
             if oc.valid == "false":
                 self._red(pool, planned, oc)
-            self._write_summary()
+                self._write_summary()
             if self.max_findings is not None and len(self.findings) >= self.max_findings:
                 self.stopped_by = "findings"
                 return
