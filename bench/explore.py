@@ -76,8 +76,9 @@ def report(name: str, s: dict, broken: bool) -> dict:
            "unknown_reasons": dict(reasons.most_common()), "findings": s.get("finding_details", []),
            "coverage_tried": (s.get("coverage") or {}).get("tried"), "exit": s.get("exit"), "wall_s": s.get("wall_s")}
     if broken:
-        first = min((f["found_after_s"] for f in s.get("finding_details", [])), default=None)
-        row["first_finding_s"] = first
+        details = s.get("finding_details", [])
+        row["first_red_run_s"] = min((f.get("red_after_s") or f["found_after_s"] for f in details), default=None)
+        row["first_finding_s"] = min((f["found_after_s"] for f in details), default=None)
     else:
         row["false_alarms"] = v.get("false", 0)
     if "stderr" in s:

@@ -76,8 +76,11 @@ class Finding:
     minimal: str | None
     minimal_failed_runs: int
     minimal_runs: int
+    #: seconds from the start of the exploration to the filing (after the replay and the shrink)
     found_after_s: float
     hits: int = 1
+    #: seconds from the start of the exploration to the end of the red run (before its replay and shrink)
+    red_after_s: float | None = None
     explanation: str = ""
     #: the runs that hit it after the first (archive-relative)
     also: list[str] = field(default_factory=list)
@@ -235,6 +238,7 @@ class Explorer:
         from chaos.shrink import Shrinker
 
         work = self.out / FINDINGS_DIR / f"pending-{planned.index:03d}"
+        red_after_s = round(time.monotonic() - self.started, 1)
         rec = load_recorded(oc.run_dir)
         budget = self._shrink_budget()
         replay: dict[str, Any] | None = None
@@ -268,7 +272,7 @@ class Explorer:
         finding = Finding(sig, checkers, kinds, cls.value, self.workload.name, self._rel(oc.run_dir), oc.seed,
                           None if self.shard.n == 1 else str(self.shard), replay,
                           "minimal.yaml" if minimal is not None else None, failed, runs,
-                          round(time.monotonic() - self.started, 1))
+                          round(time.monotonic() - self.started, 1), red_after_s=red_after_s)
         finding.explanation = self._explain(finding, oc, minimal)
         dest = self.out / FINDINGS_DIR / sig
         same = next((f for f in self.findings if f.signature == sig), None)
