@@ -82,7 +82,8 @@ def test_explore_finds_a_consumer_that_skips_records_and_shrinks_it_to_no_fault(
 @pytest.mark.slow
 def test_two_shards_run_exactly_the_plan_one_machine_runs(shared_cluster, tmp_path):
     """Shards 1/2 and 2/2 of seed 21's first four runs against the four run unsharded: the same runs (index,
-    seed, experiment), each in one shard only; the baseline's members are correct, so every verdict is true."""
+    seed, experiment), each in one shard only; the baseline's members are correct, so every verdict is true; and
+    ``chaos report`` over the two shard archives says what it says over the unsharded one."""
     def explore(*extra: str) -> dict:
         out = tmp_path / ("-".join(extra) or "whole").replace("/", "of")
         with shared_cluster.lent() as attach:
@@ -102,6 +103,16 @@ def test_two_shards_run_exactly_the_plan_one_machine_runs(shared_cluster, tmp_pa
 
     assert runs(whole) == {**runs(one), **runs(two)}
     assert whole["verdicts"]["true"] == 4 and one["verdicts"]["true"] + two["verdicts"]["true"] == 4
+
+    def report(*archives: dict) -> tuple[dict, str]:
+        out = tmp_path / f"report-of-{len(archives)}"
+        res = chaos("report", *(str(a["out"]) for a in archives), "--out", str(out), timeout=900)
+        assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-3000:]
+        return json.loads((out / "summary.json").read_text()), (out / "pass_rates.csv").read_text()
+
+    (alone, rates_alone), (merged, rates_merged) = report(whole), report(one, two)
+    assert {k: alone[k] for k in ("runs", "passed", "failed")} == {k: merged[k] for k in ("runs", "passed", "failed")}
+    assert rates_alone == rates_merged  # the report over both shards is the report over the one machine
 
 
 #: every wrong mode of the reference consumer and every broken example, by the file that shows it

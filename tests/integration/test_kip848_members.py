@@ -129,3 +129,23 @@ def test_kip848_members_record_the_member_epoch_the_coordinator_gives_them(kraft
     # none is accepted from the frozen member's fenced epoch after the loss
     assert not [c for c in mine if c.kind is Kind.COMMIT and c.seq > lost.seq and c.outcome.value == "ok"
                 and c.generation == held[frozen][0]]
+
+
+def test_a_crash_replaced_kip848_member_is_listed_by_the_coordinator(kraft, tmp_path):
+    """crash_replace's heal evidence asks the coordinator for the replacement: for a KIP-848 group that is
+    ConsumerGroupDescribe (DescribeGroups lists no member of it, and every such run was unknown: found by
+    ``chaos explore`` on 4.4.0)."""
+    from chaos.experiment import parse_experiment
+    from chaos.runner import judge_once
+
+    exp = parse_experiment({
+        "name": "kip848-crash-replace", "cluster": SPEC.model_dump(mode="json"),
+        "workload": {"partitions": 4, "replication": 1, "consumers": [
+            {"lane": "lane0", "group_protocol": "consumer"}, {"lane": "lane1", "group_protocol": "consumer"}],
+            "producers": [{"rate": 100, "lane": "lane0"}]},
+        "faults": [{"type": "crash_replace", "target": "member", "node": "consumer-1", "trigger": {"at_s": 1}}],
+        "phases": {"warmup_s": 1, "chaos_s": 8, "quiesce_s": 30}})
+    oc = judge_once(kraft, exp, 848, tmp_path / "run")
+    [fault] = oc.faults
+    assert fault["effect_ok"] and fault["healed_ok"], fault
+    assert oc.valid == "true", (oc.valid, oc.failed_checkers, oc.explanation)

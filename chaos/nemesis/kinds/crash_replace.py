@@ -22,6 +22,7 @@ import time
 from chaos.model.faults.membership import CrashReplace
 from chaos.nemesis.evidence import Active, Evidence, states_text, tree_states
 from chaos.nemesis.kinds import Injection, register
+from chaos.nemesis.kinds.membership import listed_as
 from chaos.nemesis.nodes import Nodes
 
 
@@ -32,19 +33,21 @@ def _replacement_name(run, member: str) -> str:
     return f"{member}-r{k}"
 
 
-def _listed_at_coordinator(run, name: str, timeout: float) -> Evidence:
-    """Wait (bounded) until DescribeGroups lists a member whose client id is ``name``."""
+def _listed_at_coordinator(run, name: str, instance_id: str | None, timeout: float) -> Evidence:
+    """Wait (bounded) until the coordinator lists a member whose client id is ``name`` (and ``instance_id``):
+    ConsumerGroupDescribe for a KIP-848 group, DescribeGroups for a classic one (:func:`listed_as`; DescribeGroups
+    alone listed no member of a KIP-848 group, found by ``chaos explore``)."""
     deadline = time.monotonic() + timeout
-    seen: list[str] = []
+    evidence = f"coordinator not asked yet about {name}"
     while True:
         try:
-            seen = sorted(m.client_id for m in run.admin.describe_group(run.group).members)
-        except Exception:  # noqa: BLE001 - coordinator moving: ask again
-            seen = []
-        if name in seen:
-            return True, f"coordinator lists {name} among {seen}"
+            listed, evidence = listed_as(run, name, instance_id)
+        except Exception as exc:  # noqa: BLE001 - coordinator moving: ask again
+            listed, evidence = False, f"coordinator not reachable ({type(exc).__name__})"
+        if listed:
+            return True, evidence
         if time.monotonic() >= deadline:
-            return False, f"coordinator lists {seen or 'no member'}, not {name}"
+            return False, f"{evidence}, not {name}"
         time.sleep(0.2)
 
 
@@ -70,7 +73,7 @@ def _crash_and_replace(inj: Injection, member: str) -> Active:
     def joined() -> Evidence:
         if not nodes.alive(new):
             return False, f"replacement {new} is not running"
-        return _listed_at_coordinator(run, new, bound)
+        return _listed_at_coordinator(run, new, spec.instance_id, bound)
 
     return Active([member, new], lambda: None, crashed_and_replaced, joined)
 

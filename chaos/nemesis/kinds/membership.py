@@ -211,7 +211,7 @@ def _started_on(run, member: str, since_ns: int) -> str | None:
     return found
 
 
-def _listed_as(run, member: str, instance_id: str | None) -> tuple[bool, str]:
+def listed_as(run, member: str, instance_id: str | None) -> tuple[bool, str]:
     """Does the coordinator list a member with client id ``member`` (and ``instance_id``, KIP-345)?
     ConsumerGroupDescribe for a consumer group (KIP-848), DescribeGroups for a classic one."""
     ids: list[tuple[str, str | None]] = []
@@ -242,7 +242,7 @@ def on_release(run, member: str, spec, since_ns: int, timeout: float) -> Evidenc
         reported = _started_on(run, member, since_ns)
         started = reported is not None and reported.split(" ", 1)[0] == want
         try:
-            listed, seen = _listed_as(run, member, spec.instance_id)
+            listed, seen = listed_as(run, member, spec.instance_id)
         except Exception as e:  # noqa: BLE001 - coordinator moving or loading: ask again
             listed, seen = False, f"no answer ({type(e).__name__})"
         if started and listed:
