@@ -1038,7 +1038,14 @@ def _register_lazy_commands() -> None:
     main.add_command(check)
     if not report.epilog:
         report.epilog = ("\b\nExamples:\n  chaos report results --out report\n"
-                         "  chaos report results --out report --timelines 10 --json")
+                         "  chaos report results --out report --timelines 10 --json\n"
+                         "  chaos report results/shard-1 results/shard-2 --out report   # explore shards, merged\n"
+                         "  chaos report hdfs://nn:8020/chaos/night-7 file:///data/run-8 --out report\n"
+                         "\n\b\nArchives:\n"
+                         "  a path, a file: URI, or any URI Spark's Hadoop reads (hdfs:, s3a: with hadoop-aws on\n"
+                         "  Spark's classpath), copied into --out first and removed after. A run in two archives\n"
+                         "  is refused; runs below an explore archive's findings/ are not counted, its\n"
+                         "  findings/*/finding.json are (findings.csv, one row per signature). docs/report.md")
     report.short_help = report.short_help or "Build the reliability report (HTML, Parquet) over many runs."
     main.add_command(report)
 

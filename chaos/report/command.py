@@ -1,15 +1,24 @@
-"""``chaos report RESULTS_DIR --out REPORT_DIR``: the reliability report over many runs.
+"""``chaos report ARCHIVE [ARCHIVE ...] --out REPORT_DIR``: the reliability report over many runs.
+
+Each ARCHIVE is a results directory (``chaos run``, ``chaos run --nightly``, ``chaos explore``): a local path,
+a ``file:`` URI (read as that path) or a URI Spark's Hadoop reads (``hdfs:``, ``s3a:`` ...: copied into a
+staging directory inside ``--out`` first, only the files the report reads, and removed when the report ends).
+Their runs are merged into one report; a run held by two archives is refused. Runs below an explore archive's
+``findings/`` are not counted; its ``findings/*/finding.json`` are, one row per signature over all archives
+(``findings.csv``, docs/report.md).
 
 Exit codes:
 
 - 0: the report was written and the Spark re-check agrees with every run's ``checks.json``;
 - 1: the report was written, but the re-check disagrees with some run's checkers
   (a checker bug or a stale ``checks.json``: see the report's re-check section);
-- 2: bad input (missing directory, no runs found, corrupt history, Spark would not
-  start, ``--out`` inside a recorded run): one line saying what to do, no traceback.
+- 2: bad input (missing directory, no runs found, a run in two archives, corrupt history or finding.json,
+  a URI scheme Spark has no filesystem for, Spark would not start, ``--out`` inside a recorded run): one
+  line saying what to do, no traceback.
 
 ``--out`` is left as it was when the report fails: the directories the command
-created for it are removed again (one that existed is kept, whatever it holds).
+created for it are removed again (one that existed is kept, whatever it holds), and so is the staging
+directory of archives read through Hadoop, on Ctrl-C too.
 
 Register it with ``main.add_command(chaos.report.command.report)``.
 """
@@ -41,7 +50,7 @@ def _first_missing(out: Path) -> Path | None:
 
 
 @click.command("report")
-@click.argument("results_dir", type=click.Path(path_type=Path))
+@click.argument("archives", nargs=-1, required=True, metavar="ARCHIVE...")
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path),
               help="directory for report.html, the CSV/JSON summaries and the Parquet tables")
 @click.option("--spark-master", default=None, metavar="URL",
@@ -49,12 +58,15 @@ def _first_missing(out: Path) -> Path | None:
 @click.option("--timelines", type=int, default=30, show_default=True,
               help="ownership timelines to draw (failing runs first)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON (as written to summary.json)")
-def report(results_dir: Path, out: Path, spark_master: str | None, timelines: int, as_json: bool) -> None:
-    """Build the reliability report over every run under RESULTS_DIR.
+def report(archives: tuple[str, ...], out: Path, spark_master: str | None, timelines: int, as_json: bool) -> None:
+    """Build the reliability report over every run under each ARCHIVE, merged into one report.
 
-    Loads histories and checks.json into Parquet tables (Spark), computes pass rates, violations by
-    invariant, time to recover, rebalances, zombie windows, duplicates and unavailability per night and
-    experiment, re-checks the core invariants with Spark SQL, and writes a static HTML report.
+    An ARCHIVE is a results directory: a path, a file: URI or any URI Spark's Hadoop reads (hdfs:, s3a: with
+    its connector on Spark's classpath), copied to a temporary directory in --out first. Loads histories and
+    checks.json into Parquet tables (Spark), computes pass rates, violations by invariant, time to recover,
+    rebalances, zombie windows, duplicates and unavailability per night and experiment, re-checks the core
+    invariants with Spark SQL, lists the findings of chaos explore archives once per signature (runs below
+    findings/ are not counted), and writes a static HTML report.
     Exit 0 written, 1 the re-check disagrees with the per-run checkers, 2 bad input.
     """
     created = _first_missing(out)
@@ -64,7 +76,7 @@ def report(results_dir: Path, out: Path, spark_master: str | None, timelines: in
         refuse_out_in_run(out)
         from chaos.report.job import build_report
 
-        summary = build_report(results_dir, out, master=spark_master, timelines=timelines)
+        summary = build_report(list(archives), out, master=spark_master, timelines=timelines)
     except BaseException as exc:
         # a failed report leaves no empty or half-written --out behind; only what this command created goes
         if created is not None and created.is_dir() and not created.is_symlink():
@@ -80,5 +92,8 @@ def report(results_dir: Path, out: Path, spark_master: str | None, timelines: in
         click.echo(f"{summary['runs']} runs ({summary['passed']} passed, {summary['failed']} failed, "
                    f"{summary['inconclusive']} inconclusive), {summary['violations']} violations; "
                    f"re-check {'agrees' if rc['agree'] else 'DISAGREES'} on {rc['compared']} comparisons")
+        if summary["findings"] or summary["explorations"]:
+            click.echo(f"{len(summary['findings'])} finding(s) of chaos explore over {len(summary['explorations'])} "
+                       "exploration(s), each signature once: findings.csv")
         click.echo(f"report: {summary['files']['html']}")
     sys.exit(EXIT_OK if summary["recheck"]["agree"] else EXIT_DISAGREE)

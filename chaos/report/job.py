@@ -1,14 +1,20 @@
 """The report job: archive -> Parquet tables -> aggregates and re-check -> HTML, CSV and JSON.
 
 ``build_report`` is what ``chaos report`` and ``reports/build_report.py``
-(``spark-submit``) run. Outputs under ``REPORT``:
+(``spark-submit``) run, over one archive or several (local paths or URIs; their runs merged into one report,
+:mod:`chaos.report.archive`). Outputs under ``REPORT``:
 
 - ``tables/<name>/date=.../experiment=.../`` Parquet (see :mod:`chaos.report.tables`);
 - ``report.html`` (self-contained), ``summary.json`` (everything below, machine-readable);
 - ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``liveness.csv`` (per experiment and Kafka
   version: longest rebalance and unavailability distributions), ``by_versions.csv`` (verdicts and figures per
   experiment x Kafka version x client versions), ``trend.csv``, ``recheck.csv``,
-  ``violations.csv``, ``runs.csv``.
+  ``violations.csv``, ``runs.csv``, ``findings.csv`` (the findings of ``chaos explore`` archives, one row per
+  signature over all archives: :func:`chaos.report.archive.group_findings`; only the header when none).
+
+``summary.json``'s ``archives`` lists the archives as given; ``results_dir`` is the archive when there is one
+(null with several); ``findings`` and ``explorations`` (one entry per ``explore.json``) are the findings
+section's rows.
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import os
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +36,20 @@ import orjson
 from chaos.errors import UsageError
 from chaos.report import metrics as report_metrics
 from chaos.report import render
-from chaos.report.archive import RunFiles, discover
+from chaos.report.archive import (
+    EXPLORATIONS_COLUMNS,
+    FINDINGS_COLUMNS,
+    Archive,
+    Contents,
+    RunFiles,
+    archive_roots,
+    exploration_rows,
+    group_findings,
+    hadoop_filesystem,
+    read_archives,
+    stage,
+    staging_dir,
+)
 from chaos.report.recheck import recheck
 from chaos.report.render import EvidenceLine
 from chaos.report.session import spark_session
@@ -106,9 +128,18 @@ def _line_no(ev: EvidenceLine | None) -> int | None:
     return ev.line_no if ev is not None else None
 
 
-def build_report(results: Path, out: Path, *, master: str | None = None, timelines: int = 30,
-                 max_violations: int = 300, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Build the report; returns the summary written to ``summary.json``. Bad input raises ``UsageError``."""
+def build_report(results: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: Path, *,
+                 master: str | None = None, timelines: int = 30, max_violations: int = 300,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build the report over one archive or several (``results``: paths or URIs, :mod:`chaos.report.archive`);
+    returns the summary written to ``summary.json``. Bad input raises ``UsageError``.
+
+    The order is what each step needs: local archives are checked and ``out`` refused before Spark starts (a
+    typo costs no JVM start); an archive given as a URI Hadoop reads needs the Spark session first (its
+    FileSystem lives in the session's JVM), so the session starts, every such URI's filesystem is resolved
+    before anything is written, and each is copied into a staging directory in ``out``, removed when the
+    report ends, however it ends.
+    """
     try:
         import matplotlib  # noqa: F401 - fail before the Spark job, not after it
         import pandas  # noqa: F401
@@ -117,32 +148,61 @@ def build_report(results: Path, out: Path, *, master: str | None = None, timelin
         raise UsageError(f"the report needs {exc.name}: pip install 'kafka-chaos[report]'") from None
 
     progress = progress or stderr_progress()
-    results, out = Path(results), Path(out)
-    progress(f"scanning {results}")
-    runs = discover(results)
-    _check_out(out, results)
-    out.mkdir(parents=True, exist_ok=True)
-    nights = sorted({r.run_dir.date for r in runs})
-    experiments = sorted({r.run_dir.experiment for r in runs})
-    progress(f"{len(runs)} runs, {len(experiments)} experiments, {len(nights)} nights; starting Spark")
-    spark = spark_session(master)
-    size = sum(r.run_dir.history.stat().st_size for r in runs)
-    if size < SMALL_ARCHIVE_BYTES:
-        # Small archives: the job's ~40 queries cost their planning and scheduling, not their data. Compiling
-        # whole-stage code for each costs more than it saves; adaptive execution runs each shuffle stage as a
-        # job of its own (20-30 per re-check query); one shuffle partition is one task per stage. Together
-        # the test archive (114 runs, 8.8 MB): 68 s -> 57 s on local[2] (docs/testing.md, "Spark on small archives").
-        spark.conf.set("spark.sql.codegen.wholeStage", "false")
-        spark.conf.set("spark.sql.adaptive.enabled", "false")
-        spark.conf.set("spark.sql.shuffle.partitions", "1")
-    with parquet_errors(out / "tables"):
-        return _build(spark, runs, results, out, nights, experiments, timelines, max_violations, progress)
+    givens = [os.fspath(results)] if isinstance(results, str | os.PathLike) else [os.fspath(r) for r in results]
+    if not givens:
+        raise UsageError("give at least one results archive")
+    out = Path(out)
+    roots = archive_roots(givens)
+    for root in roots:
+        if root is not None:
+            _check_out(out, root)
+    remote = [g for g, root in zip(givens, roots, strict=True) if root is None]
+    spark = None
+    staged: Path | None = None
+    with ExitStack() as cleanup:
+        archives: list[Archive] = []
+        if remote:
+            progress(f"starting Spark to read {', '.join(remote)}")
+            spark = spark_session(master)
+            for uri in remote:
+                hadoop_filesystem(spark, uri)  # a scheme Spark cannot read: refused before anything is written
+            staged = cleanup.enter_context(staging_dir(out))
+        for given, root in zip(givens, roots, strict=True):
+            if root is None:
+                assert spark is not None and staged is not None
+                progress(f"copying {given} (the files the report reads) to {staged}")
+                # a directory each: two URIs may end in the same name
+                archives.append(stage(spark, given, Path(tempfile.mkdtemp(dir=staged))))
+            else:
+                archives.append(Archive(given, root))
+        progress(f"scanning {', '.join(givens)}")
+        contents = read_archives(archives)
+        runs = contents.runs
+        out.mkdir(parents=True, exist_ok=True)
+        nights = sorted({r.run_dir.date for r in runs})
+        experiments = sorted({r.run_dir.experiment for r in runs})
+        progress(f"{len(runs)} runs, {len(experiments)} experiments, {len(nights)} nights"
+                 f"{'' if spark is not None else '; starting Spark'}")
+        spark = spark or spark_session(master)
+        size = sum(r.run_dir.history.stat().st_size for r in runs)
+        if size < SMALL_ARCHIVE_BYTES:
+            # Small archives: the job's ~40 queries cost their planning and scheduling, not their data. Compiling
+            # whole-stage code for each costs more than it saves; adaptive execution runs each shuffle stage as a
+            # job of its own (20-30 per re-check query); one shuffle partition is one task per stage. Together
+            # the test archive (114 runs, 8.8 MB): 68 s -> 57 s on local[2] (docs/testing.md, "Spark on small archives").
+            spark.conf.set("spark.sql.codegen.wholeStage", "false")
+            spark.conf.set("spark.sql.adaptive.enabled", "false")
+            spark.conf.set("spark.sql.shuffle.partitions", "1")
+        with parquet_errors(out / "tables"):
+            return _build(spark, contents, givens, out, nights, experiments, timelines, max_violations, progress)
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
 
 
-def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[str], experiments: list[str],
+def _build(spark, contents: Contents, givens: list[str], out: Path, nights: list[str], experiments: list[str],
            timelines: int, max_violations: int, progress: Callable[[str], None]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    runs = contents.runs
     t0 = time.monotonic()
     tables = build_tables(spark, runs, out, progress)
     t_tables = time.monotonic() - t0
@@ -190,17 +250,22 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
     progress("writing CSV, JSON and HTML")
     nightly, trend = agg["nightly"], agg["trend"]
     rates = report_metrics.pass_rates(runs_pd)
-    run_dirs = {r.run_dir.run: str(r.run_dir.path) for r in runs}
+    # links go to run directories that stay where they are: not to a staged copy (removed after the report)
+    run_dirs = {r.run_dir.run: str(r.run_dir.path) for r in runs if r.run_dir.origin is None}
+    locations = {r.run_dir.run: r.run_dir.location for r in runs}
+    findings = group_findings(contents.findings)
+    explorations = exploration_rows(contents.explorations)
     csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
             "liveness.csv": agg["liveness"], "by_versions.csv": agg["by_versions"], "pass_rates.csv": rates,
             "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
             "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
-                failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else ""))}
+                failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else "")),
+            "findings.csv": _findings_csv(findings)}
     for name, df in csvs.items():
         df.to_csv(out / name, index=False)
     spark_found = spark_findings.groupBy("invariant").count().collect()
     summary: dict[str, Any] = {
-        "results_dir": str(results), "report_dir": str(out),
+        "results_dir": givens[0] if len(givens) == 1 else None, "archives": givens, "report_dir": str(out),
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "spark": {"master": spark.sparkContext.master, "version": spark.version},
         "runs": len(runs), "experiments": experiments, "nights": nights,
@@ -211,6 +276,7 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
         "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
         "ttr_by_fault": _records(agg["ttr_by_fault"]), "liveness": _records(agg["liveness"]),
         "by_versions": _records(agg["by_versions"]),
+        "findings": findings, "explorations": explorations,
         "pass_rates": _records(rates), "flaky": int(rates["flaky"].sum()) if len(rates) else 0,
         "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
                     "agree": bool(len(disagreements) == 0),
@@ -220,7 +286,7 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
             {**{k: v for k, v in r.items() if k != "evidence"}, "evidence": [int(s) for s in r["evidence"]],
              "evidence_lines": [_line_text(evidence.get((r["run"], int(s)))) for s in r["evidence"]],
              "evidence_line_numbers": [_line_no(evidence.get((r["run"], int(s)))) for s in r["evidence"]],
-             "run_dir": run_dirs.get(r["run"])}
+             "run_dir": locations.get(r["run"])}
             for r in json.loads(shown.to_json(orient="records"))],
         "timings_s": {"tables": round(t_tables, 2), "aggregates_and_recheck": round(t_agg, 2)},
         "tables": {name: str(out / "tables" / name) for name in tables if not name.startswith("_")},
@@ -237,14 +303,16 @@ def _build(spark, runs: list[RunFiles], results: Path, out: Path, nights: list[s
                   "re-check and the per-run checkers (below): a checker bug or a stale checks.json.</p>")
     not_compared = rc[~rc["compared"]] if len(rc) else rc
     page = render.page(
-        meta=html.escape(f"{results} - {len(runs)} runs, {summary['events']:,} events, nights "
+        meta=html.escape(f"{', '.join(givens)} - {len(runs)} runs, {summary['events']:,} events, nights "
                          f"{nights[0]} .. {nights[-1]} - generated {summary['generated_at']} with Spark "
                          f"{spark.version} ({spark.sparkContext.master})"),
         cards="".join(f'<div class="card">{k}<b>{v}</b></div>' for k, v in [
             ("runs", len(runs)), ("passed", summary["passed"]), ("failed", summary["failed"]),
             ("inconclusive", summary["inconclusive"]), ("violations", summary["violations"]),
             ("flaky", summary["flaky"]),
-            ("re-check", "agrees" if summary["recheck"]["agree"] else "DISAGREES")]),
+            ("re-check", "agrees" if summary["recheck"]["agree"] else "DISAGREES"),
+            *([("findings", len(findings))] if findings or explorations else [])]),
+        findings=_findings_section(findings, explorations),
         summary_table=render.table(nightly, ["date", "experiment", "runs", "passed", "failed", "inconclusive",
                                              "pass_rate", "events", "duplicate_rate", "rebalances",
                                              "rebalance_p90_s", "faults", "fault_ttr_p50_s", "fault_ttr_p90_s",
@@ -311,3 +379,48 @@ def _versions_section(by_versions) -> str:
     a row with a failed run is marked as failing, one with an inconclusive run as a warning."""
     return render.table(by_versions, VERSIONS_COLUMNS, left=["experiment", "kafka_version", "client_versions"],
                         row_class=lambda r: "fail" if r["failed"] else ("warn" if r["inconclusive"] else ""))
+
+
+def _findings_csv(findings: list[dict[str, Any]]):
+    """``findings.csv``: one row per signature (:func:`chaos.report.archive.group_findings`); lists of names
+    space-separated (as ``runs.csv``'s ``failed_checkers``), the archives ``; ``-separated (paths may hold
+    spaces). Only the header when there are none."""
+    import pandas as pd
+
+    joined = {"checkers": " ", "fault_kinds": " ", "shards": " ", "archives": "; "}
+    return pd.DataFrame([{**f, **{k: sep.join(f[k]) for k, sep in joined.items()}} for f in findings],
+                        columns=FINDINGS_COLUMNS)
+
+
+def _findings_section(findings: list[dict[str, Any]], explorations: list[dict[str, Any]]) -> str:
+    """The findings of ``chaos explore`` over every archive (``findings.csv``) and the explorations they came from
+    (each ``explore.json``); a finding reproduced as a failure (under or without faults) is marked as failing,
+    one not reproduced or not shrunk as a warning. Empty when no archive is an explore archive and none holds a
+    finding; a sentence when the explorations recorded none."""
+    import pandas as pd
+
+    if not findings and not explorations:
+        return ""
+    head = ('<h2 id="findings">Findings of chaos explore</h2>\n<p class="note">One row per finding signature (the '
+            "checkers that failed, the fault kinds, the class) over every archive: the same finding in several shards "
+            "is one row, its hits summed and its archives and shards listed; found after, the finding directory, the "
+            "first run, the minimal experiment and its failure rate and the explanation are those of the copy found "
+            "earliest. Runs below <code>findings/</code> (the red run's copy, its replay, the shrink's runs) are not "
+            "counted among the runs.</p>\n")
+    if findings:
+        view = pd.DataFrame(findings, columns=FINDINGS_COLUMNS).assign(
+            minimal_failure_rate=[f"{f['minimal_failed_runs']} of {f['minimal_runs']}" if f["minimal_runs"] else ""
+                                  for f in findings])
+        body = render.table(view, ["signature", "finding_class", "checkers", "fault_kinds", "workload", "hits",
+                                   "shards", "found_after_s", "minimal_failure_rate", "finding_dir", "archives",
+                                   "explanation"],
+                            left=["signature", "finding_class", "checkers", "fault_kinds", "workload", "shards",
+                                  "finding_dir", "archives", "explanation"],
+                            row_class=lambda r: "fail" if r["finding_class"] in ("under_faults", "without_faults")
+                            else "warn")
+    else:
+        body = (f'<p class="note">No findings were recorded in the {len(explorations)} exploration(s) below.</p>')
+    explored = ('<h3 id="explorations">Explorations</h3>'
+                + render.table(pd.DataFrame(explorations, columns=EXPLORATIONS_COLUMNS), EXPLORATIONS_COLUMNS,
+                               left=["archive", "workload", "shard"]) if explorations else "")
+    return head + body + explored

@@ -128,7 +128,7 @@ def _runs_rows(runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
         versions = h.get("versions") or {}
         rows.append({
             "run": rd.run, "date": rd.date, "experiment": rd.experiment, "run_name": rd.name,
-            "run_dir": str(rd.path), "date_from_layout": rd.date_from_layout,
+            "run_dir": rd.location, "date_from_layout": rd.date_from_layout,
             "run_id": str(h.get("run_id")), "seed": h.get("seed"),
             "kafka_version": str(versions.get("kafka")) if versions.get("kafka") is not None else None,
             # the kafka-chaos commit the run ran on (sha, sha+"+dirty"; null outside a git checkout, absent in
@@ -367,11 +367,13 @@ def history_errors(runs: Sequence[RunFiles]) -> Iterator[None]:
         try:
             read_history(path)
         except UsageError as bad:
-            raise UsageError(f"{path.parent}/{bad}; the history is corrupt: restore it, re-merge the run's "
+            # the run as its archive names it (a staged copy's path would be gone after the report)
+            raise UsageError(f"{rf.run_dir.location}/{bad}; the history is corrupt: restore it, re-merge the run's "
                              "events/ with `chaos check RUN_DIR`, or move the run directory out of the archive") \
                 from None
-        raise UsageError(f"{path}: Spark could not read a line as a history event ({where!r}) though the history "
-                         "reader accepts the file: a gap in chaos.report.tables.event_schema, please report it") \
+        raise UsageError(f"{rf.run_dir.location}/{path.name}: Spark could not read a line as a history event "
+                         f"({where!r}) though the history reader accepts the file: a gap in "
+                         "chaos.report.tables.event_schema, please report it") \
             from None
 
 
