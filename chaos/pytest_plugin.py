@@ -349,7 +349,6 @@ def history(_chaos_test):
 def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, kafka_cluster_spec):
     """``run_experiment(name_or_path=None, seed=None, runs=None)`` -> list of RunOutcome; unexpected verdicts fail
     the test."""
-    from chaos.experiment import load_experiment
     from chaos.runner import RunOutcome, run_series
 
     state = request.node.stash.setdefault(_ITEM_KEY, {})
@@ -361,11 +360,7 @@ def run_experiment(request: pytest.FixtureRequest, chaos_settings, _chaos_pool, 
         if not name:
             raise pytest.UsageError("run_experiment needs an experiment: run_experiment('name') "
                                     "or @pytest.mark.chaos(experiment='name')")
-        path = Path(name)
-        if not path.exists() and (chaos_settings["experiments"] / f"{name}.yaml").is_file():
-            path = chaos_settings["experiments"] / f"{name}.yaml"
-        exp = load_experiment(path)  # else a catalogue name: ./experiments/ or the catalogue shipped with kafka-chaos
-        exp = experiment_on(exp, chaos_settings)
+        exp = experiment_on(session_experiment(name, chaos_settings), chaos_settings)
         s0 = seed if seed is not None else params.get("seed", chaos_settings["seed"])
         n = runs or params.get("runs") or chaos_settings["runs"]
         state["seed"] = s0
@@ -385,7 +380,6 @@ def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
     finding ends the search and fails the test with its explanation (what happened first) and where its minimal
     experiment is; unknown runs are in the summary. ``--chaos-shard K/N`` runs one shard of the plan (with
     ``--chaos-seed``)."""
-    from chaos.experiment import load_experiment
     from chaos.explore.plan import parse_families
     from chaos.explore.search import Explorer
     from chaos.model.shard import Shard
@@ -393,10 +387,7 @@ def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
 
     def explore(workload: str, budget: str = "10m", *, families: str | None = None, seed: int | None = None,
                 runs: int | None = None, shrink_share: float = 0.4) -> Explorer:
-        path = Path(workload)
-        if not path.exists() and (chaos_settings["experiments"] / f"{workload}.yaml").is_file():
-            path = chaos_settings["experiments"] / f"{workload}.yaml"
-        exp = experiment_on(load_experiment(path), chaos_settings)
+        exp = experiment_on(session_experiment(workload, chaos_settings), chaos_settings)
         shard = Shard.parse(request.config.getoption("chaos_shard"))
         out = chaos_settings["out"] / "explore" / f"{request.node.name}-shard-{shard.k}-of-{shard.n}"
         explorer = Explorer(exp, out, parse_budget(budget), seed if seed is not None else chaos_settings["seed"],
@@ -411,6 +402,17 @@ def chaos_explore(request: pytest.FixtureRequest, chaos_settings, _chaos_pool):
         return explorer
 
     return explore
+
+
+def session_experiment(name: str, settings: dict):
+    """The experiment ``name`` names: a file, else ``<chaos_experiments>/<name>.yaml``, else a catalogue name
+    (./experiments/ or the catalogue shipped with kafka-chaos)."""
+    from chaos.experiment import load_experiment
+
+    path = Path(name)
+    if not path.exists() and (settings["experiments"] / f"{name}.yaml").is_file():
+        path = settings["experiments"] / f"{name}.yaml"
+    return load_experiment(path)
 
 
 def experiment_on(exp, settings: dict):
