@@ -671,17 +671,22 @@ def plan(experiment: str, seed: int, directories: tuple[Path, ...], as_json: boo
 @click.option("--budget", default="60m", show_default=True, help="time budget of --nightly (e.g. 60m, 2h, 900s)")
 @click.option("--shard", default=None, metavar="K/N", help="--nightly: run shard K of N of the seeded plan (give "
                                                            "every shard the same --seed; docs/explore.md)")
+@click.option("--explore", "explore_workload", default=None, metavar="WORKLOAD",
+              help="--nightly: interleave `chaos explore WORKLOAD` with the catalogue (docs/explore.md)")
+@click.option("--explore-share", default=0.25, show_default=True, type=float,
+              help="--explore: the fraction of the budget the exploration gets")
 @_CLUSTER_OPTION
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True,
               help="print the outcomes as a JSON list (one object per run) instead of one line per run")
 def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, client_releases, nightly, budget, shard,
-        attach, directories, as_json) -> None:
+        explore_workload, explore_share, attach, directories, as_json) -> None:
     """Run EXPERIMENTs (.yaml files or catalogue names) against real clusters: warmup, chaos (faults as
     planned), heal, quiesce; then judge each run's history. One line per run on stdout; progress
     (phases, faults as they fire) on stderr. Run directories hold history.jsonl, checks.json,
     faults.json and logs."""
     from chaos.experiment import catalogue, load_experiment
+    from chaos.explore.plan import NAME_SUFFIX as EXPLORE_SUFFIX
     from chaos.model.experiment import MAX_RUNS
     from chaos.replay import refuse_out_in_run
     from chaos.run_progress import RunProgress
@@ -697,6 +702,11 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
                          "--shard and give each machine its own experiments")
     if the_shard.n > 1 and seed is None:
         raise UsageError(f"--shard {shard}: give every shard the same --seed (else each runs a plan of its own)")
+    if explore_workload is not None and not nightly:
+        raise UsageError("--explore interleaves exploration with a nightly: add --nightly, or run "
+                         f"`chaos explore {explore_workload}`")
+    if not 0 < explore_share < 1:
+        raise UsageError(f"--explore-share {explore_share:g}: a fraction of the budget above 0 and below 1")
     if runs is not None and runs > MAX_RUNS:
         raise UsageError(f"--runs {runs}: at most {MAX_RUNS} runs per experiment")
     _check_kafka_version(kafka_version)
@@ -738,6 +748,11 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
         exps = fitting
     if backend:
         exps = [e.with_overrides(backend=backend) for e in exps]
+    workload = None
+    if explore_workload is not None:  # as `chaos explore` loads it
+        workload = apply_overrides(load_experiment(explore_workload, directories), **overrides)
+        if backend:
+            workload = workload.with_overrides(backend=backend)
     if attach is not None and not experiments:  # the catalogue: what this cluster's shape cannot run is left out
         from chaos.cluster.attach import attachable, attached_spec
 
@@ -748,8 +763,8 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
                              "with `chaos cluster up --like EXPERIMENT`")
         console.log(f"--cluster {attach}: left out {len(left)} experiment(s) of another cluster shape")
         exps = [e for e in exps if e not in left]
-    _prepare_clients(exps, console)
-    cluster_dir = _attach(attach, exps, backend)
+    _prepare_clients(exps + ([workload] if workload else []), console)
+    cluster_dir = _attach(attach, exps + ([workload] if workload else []), backend)
     budget_s = parse_budget(budget) if nightly else 0.0
     total = "?" if nightly else sum(runs or e.runs for e in exps)
     done = {"n": 0}
@@ -761,7 +776,8 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
         console.log(f"[{done['n'] + 1}/{total}] {exp.name} run {k} seed {s}{left}: starting "
                     f"(warmup {exp.phases.warmup_s:g} s, chaos {exp.phases.chaos_s:g} s, heal {exp.phases.heal_s:g} s; "
                     f"a new cluster takes 5-15 s more)")
-        pattern = f"{'*/' if nightly else ''}{exp.name}/run-{k:03d}-seed-{s}"
+        explored = "*/" if exp.name.endswith(EXPLORE_SUFFIX) else ""  # under the night's explore-<time>/
+        pattern = f"{'*/' + explored if nightly else ''}{exp.name}/run-{k:03d}-seed-{s}"
         following["run"] = RunProgress(root, pattern, lambda line: console.print(line, highlight=False)).__enter__()
 
     def finished(oc):
@@ -783,12 +799,28 @@ def run(experiments, runs, seed, out, kafka_version, group_protocol, backend, cl
                 click.echo("\n".join(f"      {line}" for line in lines[:EXPLAIN_LINES]) + more)
 
     from dataclasses import asdict
+    explorers: list = []
+
+    def explorer(archive: Path, base: int, share_s: float):
+        from chaos.explore.search import Explorer
+
+        assert workload is not None  # only made with --explore
+        explorers.append(Explorer(workload, archive, share_s, base, the_shard, backend=backend,
+                                  say=lambda line: console.log(line, highlight=False), on_start=started,
+                                  on_run=finished))
+        return explorers[-1]
+
     try:
         if nightly:
             outcomes = run_nightly(exps, root, budget_s, seed=seed, on_run=finished, on_start=started,
-                                   attach=cluster_dir, shard=the_shard)
+                                   attach=cluster_dir, shard=the_shard, explore=explorer if workload else None,
+                                   explore_share=explore_share)
             console.log(f"nightly: {len(outcomes)} runs, {sum(o.expected for o in outcomes)} as expected; "
                         f"archived under {root}")
+            for e in explorers:
+                s = e.summary()
+                console.log(f"explored {e.workload.name}: {s['runs']} runs, {len(e.findings)} finding(s) -> {e.out}")
+                outcomes = outcomes + e.outcomes
         else:
             outcomes = run_experiments(exps, root, runs=runs, seed=seed, on_run=finished, on_start=started,
                                        attach=cluster_dir)

@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.checkers.result import Validity
 from chaos.cluster import Cluster, new_cluster
@@ -365,10 +365,29 @@ def nightly_plan(experiments: list[Experiment], base_seed: int) -> Iterator[tupl
             index += 1
 
 
+class Interleaved(Protocol):
+    """An exploration interleaved with a nightly's catalogue: :class:`chaos.explore.search.Explorer` (the
+    runner does not import the explorer, which is built on it)."""
+
+    spent_s: float
+    outcomes: list[RunOutcome]
+    out: Path
+
+    def begin(self, pool: ClusterPool, deadline: float | None = None) -> None: ...
+    def step(self, pool: ClusterPool) -> bool: ...
+    def close(self) -> None: ...
+    def summary(self) -> dict[str, Any]: ...
+
+
+#: ``(archive, base seed, budget) -> explorer``: how :func:`run_nightly` makes its interleaved exploration
+ExplorerFactory = Callable[[Path, int, float], Interleaved]
+
+
 def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *, seed: int | None = None,
                 on_run: Callable[[RunOutcome], None] | None = None,
                 on_start: Callable[[Experiment, int, int], None] | None = None,
-                attach: Path | None = None, shard: Shard = WHOLE) -> list[RunOutcome]:
+                attach: Path | None = None, shard: Shard = WHOLE,
+                explore: ExplorerFactory | None = None, explore_share: float = 0.25) -> list[RunOutcome]:
     """Run the catalogue in rounds, with fresh seeds, until the budget is spent.
 
     The rounds are a plan decided by the seed alone (each round the experiments in a seeded order, each run
@@ -380,9 +399,18 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
     directory accumulates across nights (``chaos report`` reads it) — and a summary is written to
     ``results/<YYYY-MM-DD>/nightly-<HHMMSS>.json`` once a run has recorded anything. A run that would not
     fit in what is left of the budget (by :func:`estimate_s`) is not started.
+
+    With ``explore``, an exploration is interleaved: made with the night's base seed (and ``shard``), its
+    archive ``results/<YYYY-MM-DD>/explore-<HHMMSS>/``, ``explore_share`` of the budget its own. After each
+    catalogue run, the explorer runs its plan (with the replays and shrinks of what it finds) until its time
+    is ``explore_share`` of the time spent so far; once no catalogue run fits any more, it has what is left.
+    Its runs go through ``on_start`` / ``on_run`` too; the outcomes returned are the catalogue's (the
+    explorer keeps its own, and the nightly summary names its archive).
     """
     if budget_s <= 0:
         raise UsageError(f"nightly budget {budget_s:g} s: a budget must be positive")
+    if not 0 < explore_share < 1:
+        raise UsageError(f"--explore-share {explore_share:g}: a fraction of the budget above 0 and below 1")
     shortest = min((estimate_s(e) for e in experiments), default=0.0)
     if budget_s < shortest:
         raise UsageError(f"nightly budget {budget_s:g} s is shorter than the shortest run (about {shortest:.0f} s): "
@@ -390,12 +418,23 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
     night = time.strftime("%Y-%m-%d")
     base = check_seed(seed) if seed is not None else random.SystemRandom().randrange(1, 2**31)
     out = results / night
-    deadline = time.monotonic() + budget_s
+    started = time.monotonic()
+    deadline = started + budget_s
+    suffix = f"-shard-{shard.k}-of-{shard.n}" if shard.n > 1 else ""
+    explorer = (explore(out / f"explore-{time.strftime('%H%M%S')}{suffix}", base, explore_share * budget_s)
+                if explore else None)
 
     plan = nightly_plan(experiments, base)
 
-    def rounds() -> Iterator[PlannedRun]:
-        """This shard's runs of the plan, round by round, while they fit in the budget."""
+    def keep_up(pool: ClusterPool) -> None:
+        """The explorer's runs until its time is its share of the time spent so far."""
+        while explorer is not None and explorer.spent_s < explore_share * (time.monotonic() - started):
+            if not explorer.step(pool):
+                return
+
+    def rounds(pool: ClusterPool) -> Iterator[PlannedRun]:
+        """This shard's runs of the plan, round by round, while they fit in the budget, the explorer's
+        between them."""
         while experiments:
             owned_any = started_any = False
             for i, exp, s in itertools.islice(plan, len(experiments)):  # one round
@@ -407,8 +446,11 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
                 k, s, run_dir = free_run_dir(out, exp.name, i, s)
                 started_any = True
                 yield exp, k, s, run_dir
+                keep_up(pool)
             if owned_any and not started_any:
-                return
+                break
+        while explorer is not None and explorer.step(pool):  # what the catalogue leaves
+            pass
 
     outcomes: list[RunOutcome] = []
 
@@ -419,22 +461,32 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
 
     try:
         with ClusterPool(attach=attach) as pool:
-            run_series(rounds(), pool=pool, on_run=record, on_start=on_start)
+            if explorer is not None:
+                explorer.begin(pool, deadline)
+            run_series(rounds(pool), pool=pool, on_run=record, on_start=on_start)
     finally:
+        if explorer is not None:
+            explorer.close()
         # a night that recorded no run (its first cluster did not start) leaves no dated directory behind
-        if any(Path(o.run_dir).exists() for o in outcomes):
-            _write_nightly_summary(out, night, base, budget_s, outcomes, shard)
+        if any(Path(o.run_dir).exists() for o in [*outcomes, *(explorer.outcomes if explorer else [])]):
+            _write_nightly_summary(out, night, base, budget_s, outcomes, shard, explorer)
     return outcomes
 
 
 def _write_nightly_summary(out: Path, night: str, base: int, budget_s: float, outcomes: list[RunOutcome],
-                           shard: Shard) -> None:
+                           shard: Shard, explorer: Interleaved | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     name = f"nightly-{time.strftime('%H%M%S')}" + (f"-shard-{shard.k}-of-{shard.n}" if shard.n > 1 else "")
+    explored = None
+    if explorer is not None:
+        s = explorer.summary()
+        explored = {"archive": explorer.out.name, "runs": s["runs"], "verdicts": s["verdicts"],
+                    "spent_s": s["spent_s"], "findings": s["findings"]}
     (out / f"{name}.json").write_text(json.dumps({
         "night": night, "base_seed": base, "shard": str(shard) if shard.n > 1 else None, "budget_s": budget_s,
         "runs": len(outcomes),
-        "expected": sum(o.expected for o in outcomes), "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+        "expected": sum(o.expected for o in outcomes), "outcomes": [asdict(o) for o in outcomes],
+        "explore": explored}, indent=1))
 
 
 def exit_code(outcomes: list[RunOutcome]) -> int:

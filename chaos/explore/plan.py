@@ -20,7 +20,11 @@ plan builds run after run, each one experiment that passes the same load-time va
 - **Live triggers need a rebalance.** A fault triggered by a group state, a revocation or a generation comes
   with a *provoker*: a member's clean leave and rejoin (``bounce``, what a redeploy does) a second or three
   into the chaos phase, so the state it waits for happens. A revocation trigger and a fault on a named member
-  pick another member than the bounced one (which is on its way out when the rebalance starts).
+  pick another member than the bounced one (which is on its way out when the rebalance starts). A process
+  fault on a role that may include the bounced member (all members, a random member, the group leader) waits
+  until the bounced member is back (:data:`PROVOKER_CLEAR_S` after the bounce): its time moves past the bounce,
+  or its live trigger gets that ``not_before_s`` (found by exploring: a pause of all members overlapping the
+  bounce stopped a process the bounce then replaced, and the pause's heal found it gone).
   A planned fault that never fires makes the run's verdict unknown (the ``faults`` checker), so the plan does
   not leave firing to chance. The chaos phase is a generous bound (every live fault counted one after the
   other); it ends :data:`TAIL_S` after the last fault is over (``phases.settle_s``).
@@ -65,6 +69,11 @@ TAIL_S = 3.0
 #: rebalance, or :data:`LIVE_SLACK_S` after the last timed fault healed (the group rebalances once it is back).
 #: Generous: ``chaos_s`` is only the bound — the phase ends :data:`TAIL_S` after the last fault is over
 LIVE_START_S, LIVE_SLACK_S = 5.0, 5.0
+#: seconds after the provoker's bounce ends before a process fault that may hit the bounced member begins
+#: (its new process has been started; the module docstring)
+PROVOKER_CLEAR_S = 1.0
+#: roles that may resolve to the provoker's member at run time (a named member is chosen to avoid it)
+_MAY_HIT_PROVOKER = frozenset({Role.ALL_MEMBERS, Role.RANDOM_MEMBER, Role.GROUP_LEADER})
 #: draws of a cell's free choices (member, parameters, times) before the cell is called unreachable
 DRAWS_PER_CELL = 4
 #: how many faults a run has, with their weights: (1, 2, 3) faults in 50 %, 30 % and 20 % of the runs
@@ -265,7 +274,7 @@ class Plan:
         timed = [f["trigger"]["at_s"] + f["duration_s"] for f in faults if "at_s" in f["trigger"]]
         # a live trigger waits for a rebalance: the provoker's, or the group's recovery from the faults before it
         # (one live fault's state may come only after another's heal: they are counted one after the other)
-        end = max([LIVE_START_S, *timed])
+        end = max([LIVE_START_S, *timed, *(f["trigger"].get("not_before_s", 0.0) for f in faults)])
         for f in faults:
             if "at_s" not in f["trigger"]:
                 end += LIVE_SLACK_S + f["duration_s"]
@@ -346,10 +355,26 @@ class Plan:
                        provoker: dict[str, Any], description: str) -> tuple[Experiment, tuple[Cell, ...]]:
         """The experiment of ``chosen``, the provoker first when a fault waits for a live trigger."""
         if any("at_s" not in f["trigger"] for _c, f in chosen):
-            chosen = [(provoker_cell, provoker), *chosen]
+            clear = round(provoker["trigger"]["at_s"] + provoker["duration_s"] + PROVOKER_CLEAR_S, 1)
+            chosen = [(provoker_cell, provoker), *(self._after_provoker(c, f, provoker, clear) for c, f in chosen)]
         cells = tuple(c for c, _ in chosen)
         text = f"{description} Cells: {'; '.join(c.label() for c in cells)}."
         return self._experiment([f for _c, f in chosen], text), cells
+
+    @staticmethod
+    def _after_provoker(cell: Cell, fault: dict[str, Any], provoker: dict[str, Any],
+                        clear: float) -> tuple[Cell, dict[str, Any]]:
+        """``fault``, moved past the provoker's bounce when it is a process fault that may hit the bounced
+        member (the module docstring); ``clear`` is when the bounced member is back."""
+        if declarations()[cell.kind].family != "process" or Role(cell.role) not in _MAY_HIT_PROVOKER:
+            return cell, fault
+        trigger = dict(fault["trigger"])
+        if "at_s" in trigger:
+            if trigger["at_s"] < clear and trigger["at_s"] + fault["duration_s"] > provoker["trigger"]["at_s"]:
+                trigger["at_s"] = clear
+        else:
+            trigger["not_before_s"] = max(trigger.get("not_before_s", 0.0), clear)
+        return cell, {**fault, "trigger": trigger}
 
     def runs(self, shard: Shard = WHOLE) -> Iterator[PlannedRun]:
         """The plan's runs for ``shard``, in index order, without end (the caller stops on its budget)."""

@@ -126,6 +126,9 @@ class Explorer:
     say: Callable[[str], None] = lambda line: None
     #: the clusters to run on (the pytest plugin's session pool, left open); None: a pool of its own
     pool: ClusterPool | None = None
+    #: called before and after each run of the plan (the nightly's progress and its one line per run)
+    on_start: Callable[[Experiment, int, int], None] | None = None
+    on_run: Callable[[RunOutcome], None] | None = None
 
     def __post_init__(self) -> None:
         if (self.out / SUMMARY_FILE).exists():
@@ -144,13 +147,15 @@ class Explorer:
         self.error: str | None = None
         self.plan: Plan | None = None
         self.capabilities: list[str] = []
+        #: seconds spent in the explorer's runs, replays and shrinks (interleaved in a nightly, less than elapsed)
+        self.spent_s = 0.0
+        self.done = False
+        self.started = self.deadline = time.monotonic()  # begin() sets both
 
     # ------------------------------------------------------------ the loop
     def run(self) -> list[Finding]:
         """Explore until the budget is spent; the findings. Everything found is kept on Ctrl-C and SIGTERM
         (:func:`chaos.process.terminate_on_sigterm` is the caller's)."""
-        self.started = time.monotonic()
-        self.deadline = self.started + self.budget_s
         try:
             if self.pool is not None:
                 self._search(self.pool)
@@ -158,44 +163,82 @@ class Explorer:
                 with ClusterPool(backend=self.backend, attach=self.attach) as pool:
                     self._search(pool)
         except (KeyboardInterrupt, SystemExit):
-            self.stopped_by = "interrupted"
-            raise
-        except BatchStopped as exc:
-            self.stopped_by, self.error = "error", str(exc)
+            self.stopped_by = "interrupted"  # also while the first cluster starts
             raise
         finally:
-            self._write_summary()
+            self.close()
         return self.findings
 
     def _search(self, pool: ClusterPool) -> None:
+        self.begin(pool)
+        while self.step(pool):
+            pass
+
+    def begin(self, pool: ClusterPool, deadline: float | None = None) -> None:
+        """Start the clock (the budget ends at ``deadline``, default ``budget_s`` from now) and build the plan
+        on the capabilities of the workload's cluster, which ``pool`` keeps from here on (pinned: a nightly
+        that interleaves exploration runs its catalogue on the pool's other cluster)."""
         from chaos.model.faults.base import FAMILIES
 
-        cluster = pool.get(self.workload.cluster, backend=self.workload.backend)  # its capabilities shape the plan
+        self.started = time.monotonic()
+        self.deadline = deadline if deadline is not None else self.started + self.budget_s
+        cluster = pool.get(self.workload.cluster, pin=True, backend=self.workload.backend)
         self.capabilities = sorted(c.value for c in cluster.capabilities)
         self.plan = Plan(self.workload, self.seed, self.families or FAMILIES, frozenset(cluster.capabilities))
-        for planned in self.plan.runs(self.shard):
-            if self.max_runs is not None and planned.index >= self.max_runs:
-                self.stopped_by = "runs"
-                return
-            if time.monotonic() + estimate_s(planned.experiment) > self.deadline:
-                return
-            oc = self._one(pool, planned)
-            if oc.valid == "error":
-                raise BatchStopped(f"run {planned.index} of the plan (seed {planned.seed}) could not run: {oc.error}; "
-                                   f"stopped after {len(self.outcomes)} run(s){oc.details}", self.outcomes)
-            self._write_summary()  # before a replay and shrink that may take minutes
-            if oc.valid == "false":
-                self._red(pool, planned, oc)
-                self._write_summary()
-            if self.max_findings is not None and len(self.findings) >= self.max_findings:
-                self.stopped_by = "findings"
-                return
+        self._runs = iter(self.plan.runs(self.shard))
+
+    def step(self, pool: ClusterPool) -> bool:
+        """Run the plan's next run (this shard's) and, when it is red and new, its replay and shrink; False once
+        the exploration is over (budget, ``max_runs``, ``max_findings``), with ``stopped_by`` saying why.
+        Raises :class:`BatchStopped` on a run that could not run, ``KeyboardInterrupt`` as it comes."""
+        if self.done:
+            return False
+        t0 = time.monotonic()
+        try:
+            return self._step(pool)
+        except (KeyboardInterrupt, SystemExit):
+            self.stopped_by, self.done = "interrupted", True
+            raise
+        except BatchStopped as exc:
+            self.stopped_by, self.error, self.done = "error", str(exc), True
+            raise
+        finally:
+            self.spent_s += time.monotonic() - t0
+
+    def _step(self, pool: ClusterPool) -> bool:
+        planned = next(self._runs)  # the plan has no end
+        if self.max_runs is not None and planned.index >= self.max_runs:
+            self.stopped_by, self.done = "runs", True
+            return False
+        if time.monotonic() + estimate_s(planned.experiment) > self.deadline:
+            self.done = True
+            return False
+        oc = self._one(pool, planned)
+        if oc.valid == "error":
+            raise BatchStopped(f"run {planned.index} of the plan (seed {planned.seed}) could not run: {oc.error}; "
+                               f"stopped after {len(self.outcomes)} run(s){oc.details}", self.outcomes)
+        self._write_summary()  # before a replay and shrink that may take minutes
+        if oc.valid == "false":
+            self._red(pool, planned, oc)
+            self._write_summary()
+        if self.max_findings is not None and len(self.findings) >= self.max_findings:
+            self.stopped_by, self.done = "findings", True
+            return False
+        return True
+
+    def close(self) -> None:
+        """Write the final summary (also after an interruption or an error)."""
+        self._write_summary()
 
     def _one(self, pool: ClusterPool, planned: PlannedRun) -> RunOutcome:
         exp = planned.experiment
         run_dir = self.out / exp.name / f"run-{planned.index:03d}-seed-{planned.seed}"
+        if self.on_start:
+            self.on_start(exp, planned.index, planned.seed)
         oc = pooled_run(pool, exp, planned.seed, run_dir, planned.index)
         self.outcomes.append(oc)
+        if self.on_run:
+            self.on_run(oc)
         self.ran_cells.extend(planned.cells)
         # faults.json lists the experiment's faults in order (no random triggers here): one record per cell
         self.fired_cells.extend(c for c, rec in zip(planned.cells, oc.faults, strict=False) if rec.get("fired"))
@@ -345,7 +388,8 @@ class Explorer:
             "families": list(self.families) if self.families else None, "capabilities": self.capabilities,
             "kafka_version": self.workload.cluster.kafka_version, "budget_s": self.budget_s,
             "shrink_share": self.shrink_share, "max_runs": self.max_runs, "elapsed_s": round(elapsed, 1),
-            "investigated_s": round(self.investigated_s, 1), "stopped_by": self.stopped_by, "error": self.error,
+            "investigated_s": round(self.investigated_s, 1), "spent_s": round(self.spent_s, 1),
+            "stopped_by": self.stopped_by, "error": self.error,
             "runs": len(self.outcomes), "runs_per_hour": round(len(self.outcomes) / max(elapsed, 1.0) * 3600, 1),
             "verdicts": {v: verdicts.get(v, 0) for v in ("true", "false", "unknown", "error")},
             "plan_indices": [o.index for o in self.outcomes],

@@ -87,3 +87,25 @@ def test_nightly_archives_runs_by_date_within_its_budget(shared_cluster, tmp_pat
     assert summary["runs"] >= 1 and summary["expected"] == summary["runs"]
     runs = list((nights[0] / "baseline").iterdir())
     assert len(runs) == summary["runs"] and all((r / "checks.json").exists() for r in runs)
+
+
+def test_nightly_interleaves_exploration_with_the_catalogue(shared_cluster, tmp_path):
+    # seed 19: the exploration plan starts with one short fault (a reset of the group leader's links, about
+    # 28 s estimated), so a minute holds one baseline run and one explored run, half the budget each
+    with shared_cluster.lent() as attach:
+        res = chaos("run", "--nightly", "experiments/baseline.yaml", "--explore", "baseline", "--explore-share",
+                    "0.5", "--budget", "60s", "--seed", "19", "--out", str(tmp_path / "results"), *attach)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    (night,) = (tmp_path / "results").iterdir()
+    summary = json.loads(next(night.glob("nightly-*.json")).read_text())
+    assert summary["runs"] >= 1 and summary["expected"] == summary["runs"]
+    explored = summary["explore"]
+    assert explored["runs"] >= 1 and explored["verdicts"]["true"] == explored["runs"], explored
+    archive = night / explored["archive"]
+    detail = json.loads((archive / "explore.json").read_text())
+    assert detail["seed"] == summary["base_seed"] == 19 and detail["runs"] == explored["runs"]
+    assert detail["plan_indices"][0] == 0 and detail["spent_s"] > 0
+    explore_runs = sorted((archive / "baseline-explore").iterdir())
+    assert len(explore_runs) == explored["runs"] and all((r / "checks.json").exists() for r in explore_runs)
+    # one line per run on stdout, the catalogue's and the explorer's
+    assert "baseline run 0 seed" in res.stdout and "baseline-explore run 0 seed" in res.stdout, res.stdout

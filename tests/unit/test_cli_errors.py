@@ -233,6 +233,11 @@ CASES = [
     ("explore-shard-without-seed", {}, ["explore", "baseline", "--shard", "1/2"], ["give every shard the same --seed"]),
     ("nightly-shard-without-seed", {}, ["run", "--nightly", "--shard", "2/3"], ["give every shard the same --seed"]),
     ("shard-without-nightly", {}, ["run", "baseline", "--shard", "1/2", "--seed", "1"], ["add --nightly"]),
+    ("explore-without-nightly", {}, ["run", "baseline", "--explore", "baseline"],
+     ["--explore interleaves exploration with a nightly: add --nightly, or run `chaos explore baseline`"]),
+    ("nightly-explore-share", {}, ["run", "--nightly", "--explore", "baseline", "--explore-share", "1"],
+     ["--explore-share 1: a fraction of the budget above 0 and below 1"]),
+    ("nightly-explore-unknown-workload", {}, ["run", "--nightly", "--explore", "nosuch"], ["nosuch"]),
 ]
 
 

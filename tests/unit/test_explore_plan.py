@@ -13,6 +13,7 @@ from chaos.experiment import apply_overrides, load_experiment, parse_experiment
 from chaos.explore.plan import (
     FAULT_COUNTS,
     MAX_CHAOS_S,
+    PROVOKER_CLEAR_S,
     Cell,
     DurationClass,
     Phase,
@@ -26,7 +27,7 @@ from chaos.model.backend import Capability
 from chaos.model.experiment import Experiment
 from chaos.model.faults import declarations
 from chaos.model.shard import Shard
-from chaos.model.target import MEMBER_ROLES
+from chaos.model.target import MEMBER_ROLES, Role
 from chaos.runner import RunOutcome
 
 
@@ -145,6 +146,28 @@ def test_live_triggers_come_with_the_rebalance_they_wait_for():
             if f.node and f.node.startswith("consumer-"):
                 assert f.node != provoker.node
     assert live_runs > 10
+
+
+@pytest.mark.parametrize("which", ["zookeeper-classic", "kraft-kip848"])
+def test_a_process_fault_that_may_hit_the_bounced_member_waits_until_it_is_back(which):
+    # found by exploring: a pause of all members overlapping the bounce stopped a process the bounce replaced
+    plan, checked = Plan(WORKLOADS[which], 7, families=("process",)), 0
+    for _ in range(150):
+        exp = plan.next().experiment
+        if not exp.faults or exp.faults[0].type != "bounce" or len(exp.faults) < 2:
+            continue
+        bounce = exp.faults[0]
+        back = bounce.trigger.at_s + bounce.duration_s + PROVOKER_CLEAR_S
+        for f in exp.faults[1:]:
+            if f.target not in (Role.ALL_MEMBERS, Role.RANDOM_MEMBER, Role.GROUP_LEADER):
+                continue
+            checked += 1
+            if f.trigger.at_s is not None:  # outside the bounce's window
+                assert f.trigger.at_s >= back - 1e-9 or f.trigger.at_s + f.duration_s <= bounce.trigger.at_s, f
+            else:
+                assert f.trigger.not_before_s >= back - 1e-9, f
+                assert exp.phases.chaos_s >= f.trigger.not_before_s + f.duration_s
+    assert checked > 20
 
 
 def test_durations_are_placed_around_the_timeouts_that_matter():
