@@ -57,7 +57,18 @@ epoch*.
   the group epoch); a coordinator line bumping the group epoch to a value not
   above one already durable (beyond the slack and the log stamps'
   uncertainty). A bump logged but never committed (the coordinator died) may
-  vanish and be logged again: a ghost, as above, and exempt.
+  vanish and be logged again: a ghost, as above, and exempt. So is a bump
+  logged by a *deposed* coordinator: a broker other than the one that loaded
+  the group last (``loading``, the new coordinator's "Loaded consumer group").
+  The coordinator logs a bump when it generates the record, and the record
+  commits only once the __consumer_offsets partition's high watermark passes
+  it (``CoordinatorRuntime``), which a deposed leader's append never does: the
+  followers fetch from the new leader, and the controller refuses the old
+  leader's ISR changes (stale leader epoch, KIP-497). Found by exploring: a
+  reset of the coordinator's links moved the group to another broker, which
+  bumped to 7 and made it durable; the old coordinator, still answering the
+  member it could reach, then logged its own bump to 7. What members were
+  given is judged all the same (samples and assignments).
 
 KIP-848's online migration converts a group between the protocols. A group *with members* keeps its number
 (the classic generation becomes the group epoch and back: ``group_converted``); an *empty* group is replaced by a
@@ -250,6 +261,7 @@ def _kip848_group_epochs(idx: HistoryIndex, groups: frozenset[str], bounds: Reso
     slack = bounds.slack_ns
     sampled: dict[str, tuple[int, int, int]] = {}  # group -> (max sampled group epoch, seq, ns)
     delivered: dict[str, tuple[int, int, int]] = {}  # group -> (max member epoch delivered, seq, ns)
+    loaded_by: dict[str, int] = {}  # group -> the broker that loaded it last (its coordinator since)
     obs = 0
     events = cast("list[BrokerLog | GroupStateSample | Assigned]", idx.stream((BrokerLog, GroupStateSample, Assigned)))
     for ev in events:
@@ -279,7 +291,11 @@ def _kip848_group_epochs(idx: HistoryIndex, groups: frozenset[str], bounds: Reso
                               f"epoch {d[0]} (a member epoch never exceeds the group epoch)", d[1], ev.seq)
             if prev is None or ge > prev[0]:
                 sampled[ev.group] = (ge, ev.seq, ev.mono_ns)
+        elif ev.event is BrokerLogEvent.LOADING:
+            loaded_by[ev.group] = ev.broker
         elif ev.event is BrokerLogEvent.EPOCH_BUMPED and ev.generation is not None:
+            if ev.group in loaded_by and ev.broker != loaded_by[ev.group]:
+                continue  # a deposed coordinator's bump: it cannot commit (module docstring)
             obs += 1
             durable = [x for x in (sampled.get(ev.group), delivered.get(ev.group)) if x is not None]
             if not durable:

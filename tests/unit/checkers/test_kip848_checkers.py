@@ -64,8 +64,8 @@ def sample(t: int, members: dict[str, tuple[int, list[int]]], group_epoch: int, 
                         for m, (e, parts) in members.items()]}
 
 
-def log(t: int, event: str, epoch: int | None = None, member_id: str | None = None) -> dict[str, Any]:
-    return {"t": t, "source": "observer", "kind": "broker_log", "broker": 1, "group": "g", "event": event,
+def log(t: int, event: str, epoch: int | None = None, member_id: str | None = None, broker: int = 1) -> dict[str, Any]:
+    return {"t": t, "source": "observer", "kind": "broker_log", "broker": broker, "group": "g", "event": event,
             "generation": epoch, "member_id": member_id, "line": event}
 
 
@@ -212,3 +212,30 @@ def test_epochs_starting_again_without_a_conversion_are_a_violation() -> None:
     r = judge(generations, _recreated_group(recreated=False))
     assert r.valid is Validity.FALSE, r.summary
     assert any("bumped the group epoch to 1 although group epoch 5" in f.description for f in r.findings), r.findings
+
+
+# --------------------------------------------------------------------------- generations: a deposed coordinator
+
+
+def _moved_coordinator(late_bump_by: int) -> History:
+    """Broker 1 coordinates the group up to epoch 6; broker 2 loads it, bumps to 7, and a member and a sample
+    show 7; then ``late_bump_by`` logs a bump to 7 again — shaped on an explored run (4.4.0, a reset of the
+    coordinator's links)."""
+    return history(start(0, "consumer-0"), log(100, "epoch_bumped", 6), own(200, "assigned", "consumer-0", "m0", [0], 6),
+                   log(3000, "loading", broker=2), log(4000, "epoch_bumped", 7, broker=2),
+                   own(4100, "assigned", "consumer-0", "m0", [0, 1], 7), sample(4200, {"m0": (7, [0, 1])}, 7),
+                   log(6500, "epoch_bumped", 7, broker=late_bump_by),
+                   log(7000, "epoch_bumped", 8, broker=2), own(7100, "assigned", "consumer-0", "m0", [0, 1], 8),
+                   sample(7200, {"m0": (8, [0, 1])}, 8))
+
+
+def test_a_deposed_coordinators_bump_is_not_judged() -> None:
+    r = judge(generations, _moved_coordinator(late_bump_by=1))
+    assert r.valid is Validity.TRUE, r.findings
+
+
+def test_the_coordinator_that_loaded_the_group_bumping_to_a_durable_epoch_is_a_violation() -> None:
+    r = judge(generations, _moved_coordinator(late_bump_by=2))
+    assert r.valid is Validity.FALSE, r.summary
+    assert any("broker 2 bumped the group epoch to 7 although group epoch 7" in f.description
+               for f in r.findings), r.findings
