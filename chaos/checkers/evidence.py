@@ -68,7 +68,11 @@ def declared(start: MemberStart) -> bool:
 
 def _declared_specs(history: History) -> list[tuple[str, Mapping[str, object]]]:
     """(member name, consumer spec as the run's header declares it), in the experiment's order."""
-    workload = history.header.experiment.get("workload") if isinstance(history.header.experiment, Mapping) else None
+    return _specs_of(history.header.experiment)
+
+
+def _specs_of(experiment: object) -> list[tuple[str, Mapping[str, object]]]:
+    workload = experiment.get("workload") if isinstance(experiment, Mapping) else None
     consumers = workload.get("consumers") if isinstance(workload, Mapping) else None
     return [(f"consumer-{i}", spec) for i, spec in enumerate(consumers if isinstance(consumers, list) else [])
             if isinstance(spec, Mapping)]
@@ -76,8 +80,13 @@ def _declared_specs(history: History) -> list[tuple[str, Mapping[str, object]]]:
 
 def application_members(history: History) -> dict[str, str]:
     """Member name -> ``app`` or ``command``, for the members the run's experiment declares so."""
+    return declared_application_members(history.header.experiment)
+
+
+def declared_application_members(experiment: object) -> dict[str, str]:
+    """:func:`application_members` from a header's ``experiment`` as recorded (the report reads header.json)."""
     out: dict[str, str] = {}
-    for name, spec in _declared_specs(history):
+    for name, spec in _specs_of(experiment):
         if spec.get("command"):
             out[name] = "command"
         elif spec.get("app"):

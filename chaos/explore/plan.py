@@ -20,11 +20,13 @@ plan builds run after run, each one experiment that passes the same load-time va
 - **Live triggers need a rebalance.** A fault triggered by a group state, a revocation or a generation comes
   with a *provoker*: a member's clean leave and rejoin (``bounce``, what a redeploy does) a second or three
   into the chaos phase, so the state it waits for happens. A revocation trigger and a fault on a named member
-  pick another member than the bounced one (which is on its way out when the rebalance starts). A process
-  fault on a role that may include the bounced member (all members, a random member, the group leader) waits
-  until the bounced member is back (:data:`PROVOKER_CLEAR_S` after the bounce): its time moves past the bounce,
-  or its live trigger gets that ``not_before_s`` (found by exploring: a pause of all members overlapping the
-  bounce stopped a process the bounce then replaced, and the pause's heal found it gone).
+  pick another member than the bounced one (which is on its way out when the rebalance starts). A fault that
+  acts on member processes or their membership (the families in :data:`_ON_MEMBER_PROCESSES`) on a role that
+  may include the bounced member (all members, a random member, the group leader) waits until the bounced
+  member is back (:data:`PROVOKER_CLEAR_S` after the bounce): its time moves past the bounce, or its live
+  trigger gets that ``not_before_s``. Found by exploring: a pause of all members overlapping the bounce
+  stopped a process the bounce then replaced, and the pause's heal found it gone; a subscription change on a
+  random member landed on the bounced one and never took effect.
   A planned fault that never fires makes the run's verdict unknown (the ``faults`` checker), so the plan does
   not leave firing to chance. The chaos phase is a generous bound (every live fault counted one after the
   other); it ends :data:`TAIL_S` after the last fault is over (``phases.settle_s``).
@@ -74,6 +76,9 @@ LIVE_START_S, LIVE_SLACK_S = 5.0, 5.0
 PROVOKER_CLEAR_S = 1.0
 #: roles that may resolve to the provoker's member at run time (a named member is chosen to avoid it)
 _MAY_HIT_PROVOKER = frozenset({Role.ALL_MEMBERS, Role.RANDOM_MEMBER, Role.GROUP_LEADER})
+#: families whose faults on members act on their processes or their membership (a rolling restart of all
+#: members is topology's); link and rpc faults act on the member's proxy and client id, which a bounce keeps
+_ON_MEMBER_PROCESSES = frozenset({"process", "membership", "topology"})
 #: draws of a cell's free choices (member, parameters, times) before the cell is called unreachable
 DRAWS_PER_CELL = 4
 #: how many faults a run has, with their weights: (1, 2, 3) faults in 50 %, 30 % and 20 % of the runs
@@ -364,9 +369,9 @@ class Plan:
     @staticmethod
     def _after_provoker(cell: Cell, fault: dict[str, Any], provoker: dict[str, Any],
                         clear: float) -> tuple[Cell, dict[str, Any]]:
-        """``fault``, moved past the provoker's bounce when it is a process fault that may hit the bounced
-        member (the module docstring); ``clear`` is when the bounced member is back."""
-        if declarations()[cell.kind].family != "process" or Role(cell.role) not in _MAY_HIT_PROVOKER:
+        """``fault``, moved past the provoker's bounce when it acts on member processes and may hit the
+        bounced member (the module docstring); ``clear`` is when the bounced member is back."""
+        if declarations()[cell.kind].family not in _ON_MEMBER_PROCESSES or Role(cell.role) not in _MAY_HIT_PROVOKER:
             return cell, fault
         trigger = dict(fault["trigger"])
         if "at_s" in trigger:

@@ -30,7 +30,9 @@ independent second implementation over the ``events`` table, so a checker bug
 - ``generations`` (§5.6, per-member part, as ``chaos/checkers/generations.py``):
   per member incarnation (``member_start``/``member_stop`` start a new one),
   over ``assigned``/``revoked``/``lost``/``consumed`` and ``ok`` commits with a
-  generation >= 0 in history order, no generation below an earlier one, and
+  generation >= 0 in history order (an ``app`` member's ``consumed`` left out, as the checker leaves it out:
+  its generation is the one the record was handed over in, recorded when the application is done with it,
+  ``runs.app_members``), no generation below an earlier one, and
   every eager ``assigned`` of a generation carries the partitions of the first
   one (the coordinator may hand the current generation out again, unchanged, to
   a rejoining follower). Compared with the checker's per-member findings (those
@@ -353,9 +355,10 @@ WITH member_events AS (
   FROM events
   WHERE kind IN ('member_start', 'member_stop', 'assigned', 'revoked', 'lost', 'consumed', 'commit')),
 observed AS (
-  SELECT * FROM member_events
-  WHERE kind NOT IN ('member_start', 'member_stop') AND generation IS NOT NULL AND generation >= 0
-    AND (kind <> 'commit' OR outcome = 'ok')),
+  SELECT m.* FROM member_events m
+  LEFT ANTI JOIN app_members a ON m.kind = 'consumed' AND m.run = a.run AND m.source = a.source
+  WHERE m.kind NOT IN ('member_start', 'member_stop') AND m.generation IS NOT NULL AND m.generation >= 0
+    AND (m.kind <> 'commit' OR m.outcome = 'ok')),
 ranked AS (
   SELECT *, max(generation) OVER (PARTITION BY run, source, incarnation ORDER BY seq
                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS high
@@ -529,6 +532,7 @@ def recheck(spark, events_df, runs_df, violations_df,
     from pyspark.sql import functions as F
 
     events_df.createOrReplaceTempView("events")
+    runs_df.select("run", F.explode("app_members").alias("source")).createOrReplaceTempView("app_members")
     run_list = [r["run"] for r in runs_df.select("run").collect()]
     limits = _bounds_view(spark, run_list, bounds)
     cooperative = {r["run"] for r in events_df.where((F.col("kind") == "member_start")

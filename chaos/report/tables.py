@@ -37,6 +37,7 @@ from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
+from chaos.checkers.evidence import declared_application_members
 from chaos.errors import UsageError
 from chaos.history import Kind
 from chaos.history.event import Int32, event_field_types, field_hints, optional_of
@@ -155,6 +156,10 @@ def _runs_rows(runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
             "unavailable_total_s": metrics.get("rebalance-liveness.unavailable_total_s"),
             "phases_over_bound": metrics.get("rebalance-liveness.phases_over_bound"),
             "phases_over_bound_explained": metrics.get("rebalance-liveness.phases_over_bound_explained"),
+            # members running the team's own loop through chaos.instrument (the re-check of generations skips
+            # their ``consumed`` events, as the checker does: chaos/checkers/generations.py)
+            "app_members": sorted(m for m, how in declared_application_members(h.get("experiment")).items()
+                                  if how == "app"),
         })
     return rows
 
@@ -212,7 +217,7 @@ RUNS_SCHEMA = ("run STRING, date STRING, experiment STRING, run_name STRING, run
                "consumed_records DOUBLE, time_to_recover_s DOUBLE, zombie_windows DOUBLE, "
                "zombie_window_max_s DOUBLE, unexplained_windows DOUBLE, liveness_valid STRING, "
                "longest_rebalance_s DOUBLE, unavailable_max_s DOUBLE, unavailable_total_s DOUBLE, "
-               "phases_over_bound DOUBLE, phases_over_bound_explained DOUBLE")
+               "phases_over_bound DOUBLE, phases_over_bound_explained DOUBLE, app_members ARRAY<STRING>")
 VIOLATIONS_SCHEMA = ("run STRING, date STRING, experiment STRING, checker STRING, checker_valid STRING, "
                      "finding INT, violation BOOLEAN, description STRING, evidence ARRAY<BIGINT>, at_s DOUBLE, "
                      "zombie_window_s DOUBLE")

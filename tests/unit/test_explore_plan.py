@@ -149,9 +149,10 @@ def test_live_triggers_come_with_the_rebalance_they_wait_for():
 
 
 @pytest.mark.parametrize("which", ["zookeeper-classic", "kraft-kip848"])
-def test_a_process_fault_that_may_hit_the_bounced_member_waits_until_it_is_back(which):
-    # found by exploring: a pause of all members overlapping the bounce stopped a process the bounce replaced
-    plan, checked = Plan(WORKLOADS[which], 7, families=("process",)), 0
+def test_a_fault_on_member_processes_that_may_hit_the_bounced_member_waits_until_it_is_back(which):
+    # found by exploring: a pause of all members overlapping the bounce stopped a process the bounce replaced,
+    # and a subscription change on a random member landed on the bounced one
+    plan, checked = Plan(WORKLOADS[which], 7, families=("process", "membership", "topology")), 0
     for _ in range(150):
         exp = plan.next().experiment
         if not exp.faults or exp.faults[0].type != "bounce" or len(exp.faults) < 2:
@@ -246,3 +247,17 @@ def test_the_nightly_plan_is_the_seeds_alone_and_its_shards_split_it():
     for n in (2, 3, 5):
         parts = [[w for w in whole if Shard(k, n).owns(w[0])] for k in range(1, n + 1)]
         assert sorted((p for part in parts for p in part), key=lambda w: w[0]) == whole
+
+
+def test_one_cooperative_members_offset_fetch_is_never_aimed_at():
+    # found by exploring 4.4.0: a KIP-848 member fetches offsets only for partitions newly given to it
+    apis: dict[str, set[str]] = {"member": set(), "coordinator": set()}
+    for which in ("kraft-kip848", "zookeeper-classic"):
+        plan = Plan(WORKLOADS[which], 3, families=("rpc",))
+        for _ in range(120):
+            for f in plan.next().experiment.faults:
+                if f.type == "rpc" and f.trigger.at_s is None:
+                    side = "coordinator" if f.target.value == "coordinator" else "member"
+                    apis[side].add(f"{which}:{f.api}")
+    assert "kraft-kip848:OffsetFetch" not in {a for a in apis["member"]}
+    assert "kraft-kip848:OffsetFetch" in apis["coordinator"] and "zookeeper-classic:OffsetFetch" in apis["member"]

@@ -38,6 +38,7 @@ from chaos.model.kafka_api import (
     nearest_apis,
 )
 from chaos.model.target import MEMBER_ROLES, SINGLE_ROLES, LinkScope, Role
+from chaos.model.workload import RebalanceProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import random
@@ -119,6 +120,12 @@ class Rpc(FaultSpec):
             apis = set(STEADY_APIS[side]) | {heartbeat[p] for p in protocols}
             if trigger.at_s is None:
                 apis |= set().union(*(REBALANCE_APIS[p] for p in protocols))
+                if side == "member" and any(c.protocol is RebalanceProtocol.COOPERATIVE
+                                            for c in experiment.workload.consumers):
+                    # a cooperative member (KIP-429, KIP-848) fetches offsets only for partitions newly given to
+                    # it: one member's OffsetFetch is not sure to come in a rebalance, the group's is (found by
+                    # exploring 4.4.0: an OffsetFetch fault on one member acted on nothing, the run unknown)
+                    apis.discard("OffsetFetch")
         else:
             apis = set(STEADY_APIS["broker"])
         api = rng.choice(sorted(apis))

@@ -162,3 +162,14 @@ def test_report_page_shows_the_disagreements_with_both_sides(recheck_report):
     assert "group g t-1: committed offset sample 2 is below the earlier sample 4" in row  # the checker's side
     for inv in ("delivery-commits", "fencing"):
         assert f">{inv}<" in page
+
+
+def test_an_app_members_late_consumed_is_no_generation_going_back_on_either_side(recheck_rows):
+    # chaos.instrument tags an app member's consumed with the generation its record was handed over in
+    row = recheck_rows[("app-consumed-late", "generations")]
+    assert row["compared"] and row["agree"] is True, row
+    assert row["spark_violations"] == row["checker_findings"] == 0, row
+    # the same history from a reference member: its generation went back, and both sides say so
+    row = recheck_rows[("member-consumed-back", "generations")]
+    assert row["compared"] and row["agree"] is True, row
+    assert row["spark_violations"] >= 1 and row["checker_findings"] >= 1, row
