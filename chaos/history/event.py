@@ -87,6 +87,11 @@ class Kind(StrEnum):
     FAULT_VERIFIED = "fault_verified"
     PHASE = "phase"
     FINAL_READ = "final_read"
+    #: share groups (KIP-932): a member acquired records, acknowledged them, saw its lock pass; the observer's sample
+    SHARE_ACQUIRED = "share_acquired"
+    SHARE_ACKNOWLEDGED = "share_acknowledged"
+    SHARE_LOCK_EXPIRED = "share_lock_expired"
+    SHARE_GROUP_STATE = "share_group_state"
 
 
 class GroupState(StrEnum):
@@ -171,6 +176,21 @@ class BrokerLogEvent(StrEnum):
     #: KIP-848 online migration refused ("Cannot upgrade classic group G to consumer group: REASON"): the joining
     #: consumer-protocol member is answered GROUP_ID_NOT_FOUND (librdkafka treats it as fatal)
     UPGRADE_REFUSED = "upgrade_refused"
+
+
+class ShareAckType(StrEnum):
+    """How a share-group member acknowledges a record it acquired (KIP-932, "Acknowledgement types";
+    ``org.apache.kafka.clients.consumer.AcknowledgeType``, the ``AcknowledgeTypes`` of ShareFetch and
+    ShareAcknowledge requests). ``accept`` and ``reject`` are terminal (the record becomes Acknowledged, resp.
+    Archived, in the share-partition leader's ``SharePartition``); ``release`` makes it Available again for
+    another delivery (or Archived once its delivery count reached the limit); ``renew`` (KIP-1222) keeps the
+    acquisition and restarts its lock. The protocol's ``GAP`` (offsets with no record) is not recorded."""
+
+    ACCEPT = "accept"
+    RELEASE = "release"
+    REJECT = "reject"
+    #: KIP-1222: the member asks for its acquisition lock to be renewed; the record stays acquired by it
+    RENEW = "renew"
 
 
 class RunPhase(StrEnum):
@@ -464,6 +484,116 @@ class CommittedOffsets(Event):
     kind: ClassVar[Kind] = Kind.COMMITTED_OFFSETS
 
 
+# --------------------------------------------------------------------------- share groups (KIP-932)
+#
+# A share group's members consume the same partitions together: the share-partition leader (the partition's
+# leader broker, ``kafka.server.share.SharePartition``) hands each record to one member at a time under an
+# acquisition lock, and counts its deliveries. The member is ``source`` (its process name, as on ``consumed``) and
+# ``member_id`` the id the group coordinator knows it by; times are CLOCK_MONOTONIC (``mono_ns``) as everywhere,
+# with ``ts_uncertain_ns`` when the source could not stamp the event where it happened. docs/share-groups.md
+# describes the fields and the invariants the share checkers judge on them.
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShareAcquired(Event):
+    """A share-group member received records the share-partition leader acquired for it (KIP-932, "In-flight
+    records": Available -> Acquired, delivery count incremented), all with the same ``delivery_count``: one event
+    per (partition, delivery count) of a ShareFetch answer (``ShareFetchResponse`` ``AcquiredRecords``).
+
+    The broker acquired them at some moment in [``fetched_ns``, ``mono_ns + ts_uncertain_ns``]: ``mono_ns`` is when
+    the member got them (the poll that returned them), ``fetched_ns`` when the ShareFetch whose answer carried them
+    was sent — None when the client does not say (``KafkaShareConsumer`` may fetch ahead of the application's poll):
+    then nothing bounds the acquisition from below. The lock runs ``lock_duration_ms`` from the acquisition (the
+    acquisition lock timeout the broker answered, KIP-1222 ``KafkaShareConsumer.acquisitionLockTimeoutMs``; None:
+    not reported, the group's ``share.record.lock.duration.ms`` / the broker's ``group.share.record.lock.duration.ms``
+    applies). ``delivery_count`` is ``ConsumerRecord.deliveryCount()``: 1 on the first delivery (None: the client does
+    not report it).
+    """
+
+    group: Name
+    topic: Name
+    partition: Int32
+    offsets: tuple[int, ...]
+    delivery_count: Int32 | None
+    member_id: Name | None
+    lock_duration_ms: int | None = None
+    fetched_ns: int | None = None
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
+    kind: ClassVar[Kind] = Kind.SHARE_ACQUIRED
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShareAcknowledged(Event):
+    """A share-group member's acknowledgement of records it acquired, and the broker's answer (KIP-932,
+    "Acknowledgement commit"; ShareAcknowledge, or acknowledgements carried by a ShareFetch).
+
+    ``mono_ns`` is when the member acknowledged (``KafkaShareConsumer.acknowledge`` / ``commitSync``): the
+    acknowledgement reaches the share-partition leader no earlier. ``answered_ns`` is when the answer arrived
+    (None: the same instant, or never). ``outcome``: ``ok`` the broker answered no error for these offsets, ``fail``
+    it refused them (``error_name``/``error_code``, e.g. INVALID_RECORD_STATE: not acquired by this member any more;
+    the Java client's ``AcknowledgementCommitCallback`` exception), ``unknown`` no answer (a timeout, a member killed
+    with the acknowledgement in flight): it may or may not have been applied.
+    """
+
+    group: Name
+    topic: Name
+    partition: Int32
+    offsets: tuple[int, ...]
+    ack_type: ShareAckType
+    member_id: Name | None
+    outcome: Outcome
+    error_code: Int32 | None
+    error_name: str | None
+    answered_ns: int | None = None
+    #: an interval, not a point: as on :attr:`OwnershipChange.ts_uncertain_ns`
+    ts_uncertain_ns: int | None = None
+    kind: ClassVar[Kind] = Kind.SHARE_ACKNOWLEDGED
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShareLockExpired(Event):
+    """The member saw, by its own clock, that its acquisition lock on these records had run out before it
+    acknowledged them (the acquisition plus the lock timeout it was told, KIP-1222), or was told so (an
+    acknowledgement refused as not acquired). What the member believes, not the broker's word: the checkers read it
+    as context. ``delivery_count`` of the acquisition it speaks of (None: not known)."""
+
+    group: Name
+    topic: Name
+    partition: Int32
+    offsets: tuple[int, ...]
+    delivery_count: Int32 | None
+    member_id: Name | None
+    kind: ClassVar[Kind] = Kind.SHARE_LOCK_EXPIRED
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShareGroupStateSample(Event):
+    """The observer's sample of a share group: ShareGroupDescribe at the group coordinator (``state``: Empty,
+    Stable, Dead or Unknown, ``ShareGroup.ShareGroupState``; ``members`` with their assignment and member epoch,
+    ``instance_id`` always None: share groups have no static members) and the share-partition start offset of each
+    partition (``start_offsets``: [topic, partition, SPSO], DescribeShareGroupOffsets, served from the share
+    coordinator's state; None when that request was not answered; a partition without share state is left out).
+    ``mono_ns`` is when the offsets were asked. ``delivery_count_limit`` and ``record_lock_duration_ms`` are the
+    group's effective settings when the observer read them (None: not read).
+    """
+
+    group: Name
+    state: GroupState
+    coordinator: Int32 | None
+    group_epoch: int | None
+    assignment_epoch: int | None
+    members: tuple[GroupMember, ...]
+    start_offsets: tuple[TopicPartitionOffset, ...] | None
+    delivery_count_limit: int | None = None
+    record_lock_duration_ms: int | None = None
+    kind: ClassVar[Kind] = Kind.SHARE_GROUP_STATE
+
+
 #: The traits of the kinds a history recorded before ``fault_start`` carried them (``traits`` absent) — as
 #: each kind declared them when they began to be recorded. Frozen: a run recorded then keeps the meaning it
 #: had, whatever a kind declares later. A kind not named here reads as having none.
@@ -546,7 +676,7 @@ class FinalRead(Event):
 EVENT_TYPES: tuple[type[Event], ...] = (
     SendOk, SendFail, SendUnknown, MemberStart, Assigned, Revoked, Lost, Consumed, Commit,
     ErrorEvent, MemberStop, GroupStateSample, BrokerLog, CommittedOffsets, FaultStart, FaultEnd,
-    FaultVerified, PhaseEvent, FinalRead,
+    FaultVerified, PhaseEvent, FinalRead, ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareGroupStateSample,
 )
 EVENT_CLASS: dict[Kind, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}
 assert len(EVENT_CLASS) == len(Kind), "every Kind needs exactly one event class"

@@ -44,6 +44,19 @@ EXTRA = {  # kinds the simulation does not write, and optional fields it leaves 
              "ts_uncertain_ns": 7},
     "commit": {"group": "g", "offsets": [["t", 1, 7]], "generation": 3, "member_id": "m", "outcome": "ok",
                "error_code": None, "error_name": None, "auto": True, "answered_ns": 12, "ts_uncertain_ns": None},
+    # share groups (KIP-932): every optional field set
+    "share_acquired": {"group": "g", "topic": "t", "partition": 1, "offsets": [4, 5], "delivery_count": 2,
+                       "member_id": "m", "lock_duration_ms": 30000, "fetched_ns": 8, "ts_uncertain_ns": 3},
+    "share_acknowledged": {"group": "g", "topic": "t", "partition": 1, "offsets": [4], "ack_type": "release",
+                           "member_id": "m", "outcome": "fail", "error_code": 121,
+                           "error_name": "INVALID_RECORD_STATE", "answered_ns": 14, "ts_uncertain_ns": 2},
+    "share_lock_expired": {"group": "g", "topic": "t", "partition": 1, "offsets": [5], "delivery_count": None,
+                           "member_id": None},
+    "share_group_state": {"group": "g", "state": "Stable", "coordinator": 1, "group_epoch": 2, "assignment_epoch": 2,
+                          "members": [{"member_id": "m", "instance_id": None, "client_id": "c", "host": "/127.0.0.1",
+                                       "assignment": [["t", 1]], "subscription": ["t"], "member_epoch": 2}],
+                          "start_offsets": [["t", 0, 3], ["t", 1, 4]], "delivery_count_limit": 5,
+                          "record_lock_duration_ms": 30000},
 }
 
 

@@ -48,6 +48,15 @@ SAMPLES = {
     "fault_verified": {"fault_id": "f1", "stage": "effect", "ok": True, "evidence": "state T"},
     "phase": {"name": "quiesce"},
     "final_read": {"group": None, "topic": "t", "records": [[0, 1], [0, 2]]},
+    # share groups (KIP-932): required fields only (tests/unit/checkers/test_share_checkers.py sets the others)
+    "share_acquired": {"group": "g", "topic": "t", "partition": 0, "offsets": [3, 4], "delivery_count": 1,
+                       "member_id": "m"},
+    "share_acknowledged": {"group": "g", "topic": "t", "partition": 0, "offsets": [3], "ack_type": "accept",
+                           "member_id": "m", "outcome": "ok", "error_code": None, "error_name": None},
+    "share_lock_expired": {"group": "g", "topic": "t", "partition": 0, "offsets": [4], "delivery_count": 1,
+                           "member_id": "m"},
+    "share_group_state": {"group": "g", "state": "Stable", "coordinator": 1, "group_epoch": 2, "assignment_epoch": 2,
+                          "members": [], "start_offsets": None},
 }
 
 
