@@ -261,3 +261,17 @@ def test_one_cooperative_members_offset_fetch_is_never_aimed_at():
                     apis[side].add(f"{which}:{f.api}")
     assert "kraft-kip848:OffsetFetch" not in {a for a in apis["member"]}
     assert "kraft-kip848:OffsetFetch" in apis["coordinator"] and "zookeeper-classic:OffsetFetch" in apis["member"]
+
+
+def test_a_revocation_trigger_waits_for_a_member_no_other_fault_stops():
+    # found by exploring: a fault waiting for consumer-0's revocation while a kill of consumer-0 ran never fired
+    plan, checked = Plan(WORKLOADS["kraft-kip848"], 11, families=("process", "membership", "link")), 0
+    for _ in range(300):
+        exp = plan.next().experiment
+        named = {f.node for f in exp.faults[1:] if f.node and f.node.startswith("consumer-")
+                 and declarations()[f.type].family in ("process", "membership", "topology")}
+        for f in exp.faults:
+            if f.trigger.on_revoked and named:
+                checked += 1
+                assert f.trigger.on_revoked not in named or len(named) >= 2, (f, named)
+    assert checked >= 5
