@@ -90,6 +90,11 @@ def _config_ms(configs: Mapping[str, Any], key: str) -> int | None:
     return max(found) if found else None
 
 
+def config_max(configs: Mapping[str, Any], key: str) -> int | None:
+    """The largest integer value of ``key`` anywhere in a header's free-form ``configs`` (None: not there)."""
+    return _config_ms(configs, key)
+
+
 def resolve(bounds: CheckerBounds, history: History, starts: list[MemberStart]) -> ResolvedBounds:
     session = max((s.session_timeout_ms for s in starts), default=None)
     rebalance = max((s.max_poll_interval_ms for s in starts), default=None)

@@ -27,6 +27,10 @@ from chaos.checkers import (
     ownership_time,
     rebalance_liveness,
     record_anomalies,
+    share_completion,
+    share_delivery,
+    share_ownership,
+    share_progress,
     static_membership,
 )
 from chaos.checkers.bounds import CheckerBounds, ResolvedBounds, resolve
@@ -55,6 +59,10 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.REBALANCE_LIVENESS: rebalance_liveness.check,
     CheckerName.RECORD_ANOMALIES: record_anomalies.check,
     CheckerName.KEY_PLACEMENT: key_placement.check,
+    CheckerName.SHARE_OWNERSHIP: share_ownership.check,
+    CheckerName.SHARE_DELIVERY: share_delivery.check,
+    CheckerName.SHARE_COMPLETION: share_completion.check,
+    CheckerName.SHARE_PROGRESS: share_progress.check,
 }
 
 

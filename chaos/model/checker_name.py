@@ -8,7 +8,8 @@ from enum import StrEnum
 
 class CheckerName(StrEnum):
     """The nine invariants, in order, the fault-execution precondition (every planned fault fired), then rebalance
-    liveness during chaos (issue 17)."""
+    liveness during chaos (issue 17), record anomalies and key placement (issue 16), then the share-group
+    invariants (issue 36, KIP-932: docs/share-groups.md)."""
 
     OWNERSHIP_GENERATION = "ownership-generation"
     OWNERSHIP_TIME = "ownership-time"
@@ -28,3 +29,12 @@ class CheckerName(StrEnum):
     RECORD_ANOMALIES = "record-anomalies"
     #: a keyed workload's keys on the partitions murmur2 gives them, and per-key order within a partition (issue 16)
     KEY_PLACEMENT = "key-placement"
+    #: share groups (KIP-932): one holder per record at a time, no acknowledgement accepted once its lock passed
+    SHARE_OWNERSHIP = "share-ownership"
+    #: share groups: delivery counts strictly increase within the limit; nothing delivered after accept / reject
+    SHARE_DELIVERY = "share-delivery"
+    #: share groups: every acknowledged record ends accepted, rejected or archived (at-least-once for queues)
+    SHARE_COMPLETION = "share-completion"
+    #: share groups: the share-partition start offset never goes back; a dead member's records are acquired again
+    #: within their lock
+    SHARE_PROGRESS = "share-progress"
