@@ -54,9 +54,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         return nothing_to_judge(NAME)
     log = FindingLog(bounds.max_findings)
     compared = _start_offsets(view, log)
-    orphans, reacquired, unjudged, delays = _orphans(view, bounds.slack_ns, log)
+    orphans, reacquired, passed, unjudged, delays = _orphans(view, bounds.slack_ns, log)
     metrics = {"samples_compared": float(compared), "orphans": float(orphans), "reacquired": float(reacquired),
-               "orphans_unjudged": float(unjudged),
+               "orphans_done_by_start_offset": float(passed), "orphans_unjudged": float(unjudged),
                "reacquire_max_s": max(delays, default=0.0), "reacquire_mean_s": sum(delays) / len(delays) if delays
                else 0.0}
     missing = []
@@ -66,9 +66,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     if orphans and unjudged == orphans:
         missing.append(f"{orphans} record(s) held by members that stopped, none of which any member could have "
                        "fetched again afterwards")
-    dead = (f"{reacquired} record(s) held by members that stopped were acquired again in time (longest "
-            f"{metrics['reacquire_max_s']:.1f}s after the stop; {unjudged} without load to judge)" if orphans
-            else "no member stopped holding records")
+    dead = (f"of {orphans} record(s) held by members that stopped, {reacquired} were acquired again in time (longest "
+            f"{metrics['reacquire_max_s']:.1f}s after the stop), {passed} passed by the start offset, {unjudged} "
+            "without load to judge" if orphans else "no member stopped holding records")
     ok = f"share-partition start offsets never went back over {compared} samples; {dead}"
     bad = f"{log.violation_count} progress violation(s) of share groups"
     return log.result(NAME, ok, bad, metrics, unknown="; ".join(missing) if missing else None)
@@ -114,9 +114,10 @@ def _report(view: ShareView, key: tuple[str, str, int], best: tuple[int, int], g
                   f"(seq {best[1]}) to {value} (seq {seq}, at {at}), lower in {len(got)} sample(s)", best[1], seq)
 
 
-def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, int, list[float]]:
-    """Judge the records held by members that stopped: (orphans, reacquired in time, unjudged, delays in s)."""
-    orphans = reacquired = unjudged = 0
+def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, int, int, list[float]]:
+    """Judge the records held by members that stopped: (orphans, reacquired in time, passed by the start offset,
+    unjudged, delays in s)."""
+    orphans = reacquired = passed_by = unjudged = 0
     delays: list[float] = []
     by_partition: dict[tuple[str, str, int], list[int]] = {}  # start_hi of every acquisition, per partition
     for key, holds in view.holds.items():
@@ -136,7 +137,8 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
                 continue
             passed = _passed(view, key, due)
             if again is None and passed is not None:
-                continue  # terminal (the SPSO moved past it) without a recorded acquisition
+                passed_by += 1  # terminal (the SPSO moved past it) without a recorded acquisition
+                continue
             until = again.start_hi if again is not None else view.idx.last_ns + 1
             if not any(due < t < until for t in by_partition.get(key[:3], ())):
                 unjudged += 1
@@ -152,7 +154,7 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
                 log.violation(f"{where}: held by {h.describe()}, which stopped at {seconds(view, stop_ns)} (seq "
                               f"{h.stop.seq}); never acquired again though members fetched the partition after its "
                               f"lock ran out ({seconds(view, due)})", h.seq, h.stop.seq)
-    return orphans, reacquired, unjudged, delays
+    return orphans, reacquired, passed_by, unjudged, delays
 
 
 def _orphaned(h: Hold) -> bool:
