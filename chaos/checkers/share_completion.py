@@ -1,7 +1,7 @@
 """Share groups (KIP-932, issue 36): at-least-once for queues — every acknowledged record ends accepted, rejected or
 archived.
 
-KIP-932, "In-flight records" and "Share-partition start offset": a record stays in flight (Available or
+KIP-932, "In-flight records" (the record state machine): a record stays in flight (Available or
 Acquired) until it is acknowledged as accepted or rejected, or archived at its delivery count limit; the
 share-partition start offset (SPSO) is the first offset that is not in such a terminal state, so every record
 below it is terminal. A share group that keeps consuming therefore brings every record of its partitions, from

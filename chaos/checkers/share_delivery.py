@@ -1,11 +1,14 @@
 """Share groups (KIP-932, issue 36): delivery counts, the delivery limit, and no delivery after a terminal state.
 
-KIP-932, "Record delivery count": the share-partition leader counts the deliveries of each record; every
+KIP-932, "In-flight records": the share-partition leader counts the deliveries of each record; every
 acquisition increments the count (the first delivery is 1), and a record whose acquisition ends without being
 accepted or rejected once its count reached ``group.share.delivery.count.limit`` is archived instead of made
 available again (``SharePartition.InFlightState.tryUpdateState``: Available at the limit becomes Archived).
 Acknowledged (accepted) and Archived (rejected, or past the limit) are terminal: such a record is never delivered
-again ("In-flight records", the state machine).
+again ("In-flight records", the state machine). The KIP warns that the persisted counts are not updated with
+exactly-once semantics, so a count may be imprecise (it guards against poison records): the leader does not
+persist an acquisition, only what ends it, so a leader that fails loses the deliveries in flight. The rules below
+hold the count strict except across such a failover.
 
 Definitions, on the holds of :mod:`chaos.checkers.share_timeline` (``limit``: the group's delivery count limit,
 ``slack``: the clock slack); acquisitions whose client did not report the count are left out of the count rules:

@@ -1,8 +1,9 @@
 """Share groups (KIP-932, issue 36): the share-partition start offset never goes back, and a dead member's records
 come back to the others within their lock.
 
-KIP-932, "Share-partition start offset": the SPSO advances as the records at its head reach a terminal state, and
-the share coordinator persists it (``WriteShareGroupState`` before an acknowledgement is answered), so a new
+KIP-932, "In-flight records" and "Managing durable share-partition state": the SPSO advances as the records at
+its head reach a terminal state, and the share coordinator persists it (``WriteShareGroupState`` before an
+acknowledgement is answered), so a new
 share-partition leader or share coordinator starts from where the old one stopped: the SPSO the group shows never
 moves backwards, across failovers included. An offset reset of the group (an administrator's
 ``AlterShareGroupOffsets``) moves it on purpose: a fault with the trait ``rewinds_committed_offsets`` starts the

@@ -6,7 +6,7 @@ delivery count and starts an acquisition lock (``group.share.record.lock.duratio
 lets the broker say the timeout per fetch). The acquisition ends when the member acknowledges the record (accept
 or reject: terminal; release: Available again), when the lock expires (Available again), or, at the delivery count
 limit (``group.share.delivery.count.limit``, 5 by default), with the record archived instead of made Available
-(``SharePartition.InFlightState.tryUpdateState``). KIP-932, "In-flight records" and "Record delivery count".
+(``SharePartition.InFlightState.tryUpdateState``). KIP-932, "In-flight records".
 
 This module derives, once per history, every *hold*: one acquisition of one offset by one member (a
 ``share_acquired`` event, one per offset), the acknowledgements of that offset that member sent while it held it,

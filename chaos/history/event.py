@@ -179,7 +179,7 @@ class BrokerLogEvent(StrEnum):
 
 
 class ShareAckType(StrEnum):
-    """How a share-group member acknowledges a record it acquired (KIP-932, "Acknowledgement types";
+    """How a share-group member acknowledges a record it acquired (KIP-932, "Public Interfaces";
     ``org.apache.kafka.clients.consumer.AcknowledgeType``, the ``AcknowledgeTypes`` of ShareFetch and
     ShareAcknowledge requests). ``accept`` and ``reject`` are terminal (the record becomes Acknowledged, resp.
     Archived, in the share-partition leader's ``SharePartition``); ``release`` makes it Available again for
@@ -528,7 +528,7 @@ class ShareAcquired(Event):
 @dataclass(frozen=True, slots=True)
 class ShareAcknowledged(Event):
     """A share-group member's acknowledgement of records it acquired, and the broker's answer (KIP-932,
-    "Acknowledgement commit"; ShareAcknowledge, or acknowledgements carried by a ShareFetch).
+    "In-flight records"; ShareAcknowledge, or acknowledgements carried by a ShareFetch).
 
     ``mono_ns`` is when the member acknowledged (``KafkaShareConsumer.acknowledge`` / ``commitSync``): the
     acknowledgement reaches the share-partition leader no earlier. ``answered_ns`` is when the answer arrived
