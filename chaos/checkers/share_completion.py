@@ -18,8 +18,9 @@ when
   puts its partition's SPSO past it.
 
 A record not done is a violation when the final sample came at least ``limit × lock duration + share session
-timeout + slack`` after the last heal (a record may need every one of its deliveries, each up to a lock, after
-the members came back); earlier, the run ended too soon to tell: ``unknown``. Also ``unknown``: a fault still in
+timeout + slack`` after the last heal and after the producer's acknowledgement of the record (a record may need
+every one of its deliveries, each up to a lock, after the members came back); earlier, the run ended too soon to
+tell: ``unknown``. Also ``unknown``: a fault still in
 effect at teardown, no final sample after the heal while records are not done by acknowledgements, no
 acknowledged produce on the group's topics. Records below the final SPSO that no recorded member ever acquired are
 reported (``share.auto.offset.reset=latest`` starts a share partition at its end; a moved log start offset
@@ -111,6 +112,15 @@ def _judge_group(view: ShareView, group: str, heal: int, slack: int, log: Findin
         undecided.append(f"group {group}: {count} record(s) not done by the final sample (seq {final.seq}), taken "
                          f"{(final.mono_ns - heal) / 1e9:.1f}s after the heal, before the bound {bound / 1e9:.1f}s")
         return
+    recent = sum(1 for lst in pending.values() for s in lst if s.mono_ns + bound > final.mono_ns)
+    if recent:
+        undecided.append(f"group {group}: {recent} record(s) not done by the final sample (seq {final.seq}) were "
+                         f"acknowledged by the producer less than the bound {bound / 1e9:.1f}s before it")
+        pending = {tp: kept for tp, lst in pending.items()
+                   if (kept := [s for s in lst if s.mono_ns + bound <= final.mono_ns])}
+        if not pending:
+            return
+        count = sum(len(v) for v in pending.values())
     totals["not_done"] += count
     for (topic, partition), lst in sorted(pending.items()):
         shown = ", ".join(str(s.offset) for s in lst[:SHOWN]) + (" …" if len(lst) > SHOWN else "")

@@ -130,7 +130,7 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
                 continue
             orphans += 1
             due = h.deadline_hi() + slack + REACQUIRE_MARGIN_NS
-            again = next((y for y in holds[i + 1:] if y.seq > h.stop.seq), None)
+            again = holds[i + 1] if i + 1 < len(holds) else None  # the next acquisition, before the stop or after
             stop_ns = h.stop.mono_ns
             if again is not None and again.start_hi <= due:
                 reacquired += 1

@@ -479,3 +479,35 @@ def test_every_share_checker_cites_events_that_exist():
             r = judge(h, checker)
             assert all(set(f.evidence) <= seqs for f in r.findings), (name, checker)
             assert not r.summary.startswith("checker crashed"), (name, checker, r.summary)
+
+
+def test_a_record_acknowledged_by_the_producer_just_before_the_final_sample_is_not_judged():
+    """A fifth record, acknowledged 1 s before the final sample (bound 9.5 s) and never delivered: unknown, not a
+    lost record."""
+    fx, s = ms.builders()["archived_at_limit"]()
+    final = next(e for e in fx.events if e["kind"] == "share_group_state" and e["start_offsets"] == [["t", 0, 4]])
+    late = {"seq": 0, "ts": 0.0, "mono_ns": final["mono_ns"] - int(1e9), "source": "producer-0", "kind": "send_ok",
+            "topic": "t", "partition": 0, "offset": 4, "key": None, "value": "fx:p0:4"}
+    events = sorted([*fx.events, late], key=lambda e: e["mono_ns"])
+    r = judge(_history(fx.header, [{**e, "seq": i} for i, e in enumerate(events, 1)]), CheckerName.SHARE_COMPLETION)
+    assert r.valid is Validity.UNKNOWN and "less than the bound 9.5s before it" in r.summary, r.summary
+
+
+def test_a_record_acquired_again_before_its_holder_died_is_not_awaited_after():
+    """consumer-1 acquires t-0@2 (delivery 2) 3 s after consumer-0 did (2 s lock), 17 s before consumer-0 is
+    killed: it came back in time, even though nobody acquired it after the death."""
+    fx, s = ms.builders()["not_reacquired"]()
+    held = next(e for e in fx.events if e["seq"] == s["held"])
+
+    def move(e: dict[str, Any]) -> dict[str, Any]:
+        if e["kind"] == "member_stop":
+            return {**e, "mono_ns": held["mono_ns"] + int(20e9)}
+        if e["source"] == "consumer-1" and e.get("offsets") == [2]:
+            shift = held["mono_ns"] + int(3e9) - e["mono_ns"]
+            return {**e, **{k: e[k] + shift for k in ("mono_ns", "fetched_ns", "answered_ns") if k in e}}
+        return e
+
+    events = sorted((move(e) for e in fx.events), key=lambda e: e["mono_ns"])
+    h = _history(fx.header, [{**e, "seq": i} for i, e in enumerate(events, 1)])
+    r = judge(h, CheckerName.SHARE_PROGRESS)
+    assert r.valid is Validity.TRUE and r.metrics["orphans"] == 1 and r.metrics["reacquired"] == 1, r.summary
