@@ -140,10 +140,10 @@ def _judge_ack(view: ShareView, log: FindingLog, key: tuple[str, str, int, int],
                ack: ShareAcknowledged, slack: int) -> None:
     """One acknowledgement answered ok, of a record the member acquired (``h``)."""
     where, what = fmt_key(key), f"{h.source}'s {ack.ack_type.value} (seq {ack.seq})"
-    saw = [e.seq for e in view.expiries.get((key, h.source), ()) if h.seq < e.seq < ack.seq]
+    saw = [e.seq for e in view.expiries.get((key, h.source), ()) if h.seq < e.seq < ack.seq] if view.expiries else []
     seen = f"; the member itself recorded its lock as expired (seq {saw[0]})" if saw else ""
-    thief = next((y for y in holds if y.source != h.source and later(h, y, slack)
-                  and y.start_hi + slack < ack.mono_ns), None)
+    thief = None if len(holds) == 1 else next((y for y in holds if y.source != h.source and later(h, y, slack)
+                                               and y.start_hi + slack < ack.mono_ns), None)
     if thief is not None:
         log.violation(f"{where}: {what} was answered ok at {seconds(view, answered(ack))}, but "
                       f"{thief.describe()} had acquired the record since (by {seconds(view, thief.start_hi)}): "

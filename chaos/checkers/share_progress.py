@@ -35,6 +35,8 @@ compare), or orphans none of which could be judged. A history without share even
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.result import FindingLog, Result
 from chaos.checkers.share_timeline import Hold, ShareView, fmt_key, nothing_to_judge, seconds, share_view
@@ -123,6 +125,8 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
     by_partition: dict[tuple[str, str, int], list[int]] = {}  # start_hi of every acquisition, per partition
     for key, holds in view.holds.items():
         by_partition.setdefault(key[:3], []).extend(h.start_hi for h in holds)
+    for times in by_partition.values():
+        times.sort()
     for key, holds in view.holds.items():
         limit = view.limit(key[0])
         for i, h in enumerate(holds):
@@ -141,7 +145,9 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
                 passed_by += 1  # terminal (the SPSO moved past it) without a recorded acquisition
                 continue
             until = again.start_hi if again is not None else view.idx.last_ns + 1
-            if not any(due < t < until for t in by_partition.get(key[:3], ())):
+            times = by_partition.get(key[:3], [])
+            first_after = bisect_right(times, due)
+            if first_after == len(times) or times[first_after] >= until:  # nobody fetched the partition after `due`
                 unjudged += 1
                 continue
             where = fmt_key(key)
