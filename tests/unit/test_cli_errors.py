@@ -218,6 +218,9 @@ CASES = [
                                     "action: drop_request}\n"}, ["plan", "x.yaml"],
      ["faults.0: zk-1 speaks ZooKeeper's protocol, not Kafka's"]),
     # chaos explore: every refusal before a cluster, nothing written (no archive, no results/)
+    ("rpc-on-controller-client-lanes", {"x.yaml": "name: x\ncluster: {kafka_version: 4.4.0}\nfaults:\n"
+                                                  "  - {type: rpc, target: controller, api: Fetch, action: drop_request}\n"},
+     ["plan", "x.yaml"], ["the controller answers only its brokers, over the quorum links: add links: quorum"]),
     ("explore-budget-too-short", {}, ["explore", "baseline", "--budget", "1s"],
      ["--budget 1s: shorter than the shortest generated run of baseline", "give at least"]),
     ("explore-bad-shard", {}, ["explore", "baseline", "--shard", "3/2"], ["--shard 3/2: K/N needs 1 <= K <= N"]),

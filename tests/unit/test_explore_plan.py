@@ -275,3 +275,14 @@ def test_a_revocation_trigger_waits_for_a_member_no_other_fault_stops():
                 checked += 1
                 assert f.trigger.on_revoked not in named or len(named) >= 2, (f, named)
     assert checked >= 5
+
+
+def test_an_rpc_fault_on_a_controller_goes_over_the_quorum_links():
+    # found by exploring 4.4.0: Fetch on a controller's client lanes acted on nothing
+    plan, seen = Plan(WORKLOADS["kraft-kip848"], 5, families=("rpc",)), 0
+    for _ in range(150):
+        for f in plan.next().experiment.faults:
+            if f.type == "rpc" and f.target.value in ("controller", "active_controller", "controller_quorum"):
+                seen += 1
+                assert f.links.value == "quorum" and f.api in ("Fetch", "BrokerHeartbeat"), f
+    assert seen > 3

@@ -68,6 +68,10 @@ STEADY_APIS: Mapping[str, frozenset[str]] = MappingProxyType({
 REBALANCE_APIS: Mapping[str, frozenset[str]] = MappingProxyType({
     "classic": frozenset({"JoinGroup", "SyncGroup", "OffsetFetch"}), "consumer": frozenset({"OffsetFetch"}),
 })
+#: the roles whose node is a KRaft controller: it answers only its brokers, over the quorum links
+_CONTROLLER_ROLES = frozenset({Role.CONTROLLER, Role.ACTIVE_CONTROLLER, Role.CONTROLLER_QUORUM})
+#: what brokers send a controller all the time (the metadata log's Fetch, their heartbeats; KIP-631)
+_STEADY_QUORUM_APIS = frozenset({"Fetch", "BrokerHeartbeat"})
 #: the first N matching requests an explored rpc fault acts on (None: with a probability, or on every one)
 _EXPLORED_COUNTS = (1, 1, 2, 3, None)
 
@@ -126,6 +130,9 @@ class Rpc(FaultSpec):
                     # it: one member's OffsetFetch is not sure to come in a rebalance, the group's is (found by
                     # exploring 4.4.0: an OffsetFetch fault on one member acted on nothing, the run unknown)
                     apis.discard("OffsetFetch")
+        elif target in _CONTROLLER_ROLES:
+            # over the quorum links (found by exploring 4.4.0: Fetch on a controller's client lanes acted on nothing)
+            apis = set(_STEADY_QUORUM_APIS)
         else:
             apis = set(STEADY_APIS["broker"])
         api = rng.choice(sorted(apis))
@@ -133,6 +140,8 @@ class Rpc(FaultSpec):
         actions = [a for a in RpcAction if a is not RpcAction.ERROR or documented]
         action = rng.choice(actions)
         fields: dict[str, Any] = {"api": api, "action": action.value}
+        if target in _CONTROLLER_ROLES:
+            fields["links"] = LinkScope.QUORUM.value
         if action is RpcAction.ERROR and documented:
             fields["error"] = rng.choice(error_names(documented))
         if action is RpcAction.DELAY:
@@ -201,6 +210,9 @@ class Rpc(FaultSpec):
                              "broker or a member (a ZooKeeper node takes process and link faults)")
         if self.target is Role.NODE and node.startswith("controller-") and self.links is not LinkScope.QUORUM:
             raise ValueError(f"faults.{i}: {node} answers only its brokers, over the quorum links: add links: quorum")
+        if self.target in _CONTROLLER_ROLES and self.links is not LinkScope.QUORUM:
+            raise ValueError(f"faults.{i}: the {self.target.value.replace('_', ' ')} answers only its brokers, over the "
+                             "quorum links: add links: quorum")
         if not kraft and (self.api in KRAFT_ONLY_APIS or self.links is LinkScope.QUORUM):
             raise ValueError(f"faults.{i}: {self.api if self.api in KRAFT_ONLY_APIS else 'links quorum'} needs a "
                              "KRaft cluster (cluster.kafka_version 4.x, or mode: kraft)")
