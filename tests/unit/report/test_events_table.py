@@ -31,8 +31,9 @@ def test_commit_answer_times_and_member_subscriptions_reach_the_events_table(arc
     assert answered, "the fixture archive has commits with answered_ns"
     assert sorted(events["answered_ns"].dropna().astype("int64")) == answered
 
+    # consumer-group samples (share_group_state samples carry members with subscriptions too)
     subscribed = sorted(tuple(m["subscription"]) for e in _lines(archive, b'"subscription"')
-                        for m in e.get("members", []) if m.get("subscription"))
+                        if e["kind"] == "group_state" for m in e.get("members", []) if m.get("subscription"))
     assert subscribed, "the fixture archive has group samples with subscriptions"
     samples = events[events["kind"] == "group_state"]["members"]
     got = sorted(tuple(m["subscription"]) for members in samples for m in members
