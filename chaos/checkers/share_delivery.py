@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.result import FindingLog, Result, Validity
-from chaos.checkers.share_timeline import Hold, answered, fmt_key, later, nothing_to_judge, seconds, share_view
+from chaos.checkers.share_timeline import Hold, answered, fmt_key, later, nothing_to_judge, seconds, share_view, unacquired
 from chaos.history import History
 from chaos.model.checker_name import CheckerName
 
@@ -44,9 +44,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     view = share_view(history)
     if not view.groups:
         return nothing_to_judge(NAME)
-    if not view.holds:
-        return Result(NAME, Validity.UNKNOWN, f"share group(s) {', '.join(view.groups)} in the history, but no member "
-                      "recorded an acquisition (share_acquired): delivery counts not judged", {"deliveries": 0})
+    if (none := unacquired(view, NAME, "delivery counts", "deliveries")) is not None:
+        return none
     log = FindingLog(bounds.max_findings)
     slack = bounds.slack_ns
     counted = redelivered = top = explained = 0

@@ -39,7 +39,7 @@ judge"); with share events but no acquisition, or nothing judgeable (no acknowle
 from __future__ import annotations
 
 from chaos.checkers.bounds import ResolvedBounds
-from chaos.checkers.result import FindingLog, Result, Validity
+from chaos.checkers.result import FindingLog, Result
 from chaos.checkers.share_timeline import (
     Hold,
     ShareView,
@@ -49,6 +49,7 @@ from chaos.checkers.share_timeline import (
     nothing_to_judge,
     seconds,
     share_view,
+    unacquired,
 )
 from chaos.history import History, ShareAcknowledged, ShareAckType
 from chaos.model.checker_name import CheckerName
@@ -61,9 +62,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     view = share_view(history)
     if not view.groups:
         return nothing_to_judge(NAME)
-    if not view.holds:
-        return Result(NAME, Validity.UNKNOWN, f"share group(s) {', '.join(view.groups)} in the history, but no member "
-                      "recorded an acquisition (share_acquired): ownership not judged", {"holds": 0})
+    if (none := unacquired(view, NAME, "ownership", "holds")) is not None:
+        return none
     log = FindingLog(bounds.max_findings)
     slack = bounds.slack_ns
     overlaps = explained = bounded = judged_acks = late_refused = 0

@@ -82,6 +82,15 @@ def nothing_to_judge(name: CheckerName) -> Result:
     return Result(name, Validity.TRUE, "no share group in the history: nothing to judge", {"share_groups": 0})
 
 
+def unacquired(view: ShareView, name: CheckerName, what: str, metric: str) -> Result | None:
+    """The answer of a checker that reads acquisitions when none was recorded although share groups ran:
+    unknown (``what`` was not judged), never true."""
+    if view.holds:
+        return None
+    return Result(name, Validity.UNKNOWN, f"share group(s) {', '.join(view.groups)} in the history, but no member "
+                  f"recorded an acquisition (share_acquired): {what} not judged", {metric: 0})
+
+
 def answered(ack: ShareAcknowledged) -> int:
     """The latest moment the acknowledgement may have been applied: its answer (or its stamp, when answered at
     once or never)."""
