@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def chaos(*args, cwd=ROOT, timeout=900):
+    # the virtualenv first on PATH, as for a user who activated it: a black-box member's command is `python3`
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=dict(os.environ))
+                          timeout=timeout, env=env)
 
 
 def _workload(tmp_path: Path, name: str, source: Path) -> Path:
