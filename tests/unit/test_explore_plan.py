@@ -4,6 +4,8 @@ the rebalance they wait for. Pure logic: no cluster."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -286,3 +288,13 @@ def test_an_rpc_fault_on_a_controller_goes_over_the_quorum_links():
                 seen += 1
                 assert f.links.value == "quorum" and f.api in ("Fetch", "BrokerHeartbeat"), f
     assert seen > 3
+
+
+def test_a_revocation_trigger_never_waits_for_a_black_box_member():
+    # found by exploring the black-box example: its command members record nothing of what they own
+    black_box = load_experiment(str(Path(__file__).resolve().parents[2] / "examples" / "black-box"
+                                    / "broken-commit-before-process.yaml"))
+    plan = Plan(black_box, 35)
+    for _ in range(40):
+        assert not [f for f in plan.next().experiment.faults if f.trigger.on_revoked], "a trigger that cannot fire"
+    assert all(c.phase != Phase.REVOKED.value for c in plan.counts), "revocation cells are unreachable here"
