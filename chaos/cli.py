@@ -1030,8 +1030,7 @@ def explore(workload, budget, seed, shard, families, max_runs, max_findings, shr
     if backend:
         exp = exp.with_overrides(backend=backend)
     base = check_seed(seed) if seed is not None else _random.SystemRandom().randrange(1, 2**31)
-    suffix = f"-shard-{the_shard.k}-of-{the_shard.n}" if the_shard.n > 1 else ""
-    archive = out or Path("results/explore") / f"{exp.name}-seed-{base}{suffix}"
+    archive = out or Path("results/explore") / f"{exp.name}-seed-{base}{the_shard.suffix}"
     console = _console()
     explorer = Explorer(exp, archive, budget_s, base, the_shard, fams, shrink_share, max_runs, max_findings, backend,
                         say=lambda line: console.log(line, highlight=False))  # refuses a used or recorded --out

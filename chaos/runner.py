@@ -420,8 +420,7 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
     out = results / night
     started = time.monotonic()
     deadline = started + budget_s
-    suffix = f"-shard-{shard.k}-of-{shard.n}" if shard.n > 1 else ""
-    explorer = (explore(out / f"explore-{time.strftime('%H%M%S')}{suffix}", base, explore_share * budget_s)
+    explorer = (explore(out / f"explore-{time.strftime('%H%M%S')}{shard.suffix}", base, explore_share * budget_s)
                 if explore else None)
 
     plan = nightly_plan(experiments, base)
@@ -476,7 +475,7 @@ def run_nightly(experiments: list[Experiment], results: Path, budget_s: float, *
 def _write_nightly_summary(out: Path, night: str, base: int, budget_s: float, outcomes: list[RunOutcome],
                            shard: Shard, explorer: Interleaved | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    name = f"nightly-{time.strftime('%H%M%S')}" + (f"-shard-{shard.k}-of-{shard.n}" if shard.n > 1 else "")
+    name = f"nightly-{time.strftime('%H%M%S')}{shard.suffix}"
     explored = None
     if explorer is not None:
         s = explorer.summary()

@@ -41,6 +41,12 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.k}/{self.n}"
 
+    @property
+    def suffix(self) -> str:
+        """What a shard's archive and summary names end with (``-shard-K-of-N``; nothing for the whole plan), so
+        the archives of N machines never share a name."""
+        return f"-shard-{self.k}-of-{self.n}" if self.n > 1 else ""
+
 
 #: the whole plan, one shard
 WHOLE = Shard()
