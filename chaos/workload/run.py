@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, TopicPartition
 import chaos
 from chaos.cluster.admin import ClusterAdmin, retry
 from chaos.errors import InfrastructureError, UsageError
-from chaos.history.event import SCHEMA_VERSION, Kind, MemberClient, RunPhase
+from chaos.history.event import SCHEMA_VERSION, GroupState, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
 from chaos.model.workload import Client, ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
@@ -354,6 +354,12 @@ class WorkloadRun:
     def quiesce(self, timeout: float = 60.0) -> bool:
         """Stop producers, then wait (at most ``timeout`` s) until committed offsets reach every high watermark.
 
+        Once they do, the wait goes on (within the same bound) until the observer has sampled the group Stable
+        with as many members as member processes are alive, after the commits were seen: members can commit
+        everything while their group is still rebalancing after a long outage, and a run that stopped them then
+        would leave ``convergence`` without evidence (unknown). The result is still whether everything was
+        committed; a group that never settles is what the history then shows.
+
         The wait also ends (False) once no member process is alive: nothing is left that could commit, so the
         rest of the bound would be waited out for nothing (members that died of their handler, say). Killed
         members were restarted by the heal before this phase; none is started during it."""
@@ -373,10 +379,24 @@ class WorkloadRun:
                 assert self.admin is not None  # set when the run started
                 committed = self.admin.committed_offsets(self.group)
                 if all(committed.get((self.topic, p), -1) >= h for p, h in high.items() if h > 0):
+                    self._wait_settled(deadline)
                     return True
             except Exception:  # noqa: BLE001 - the cluster may still be healing
                 pass
             time.sleep(0.25)
+        return False
+
+    def _wait_settled(self, deadline: float) -> bool:
+        """Wait until ``deadline`` for a group sample taken from now on that is Stable and lists as many
+        members as member processes are alive (``quiesce``)."""
+        since = time.monotonic_ns()
+        while self.observer is not None and time.monotonic() < deadline:
+            sample = self.observer.latest
+            alive = sum(proc.alive() for proc in self.members.values())
+            if (self.observer.last_sample_ns > since and sample is not None
+                    and sample.state is GroupState.STABLE and len(sample.members) == alive):
+                return True
+            time.sleep(0.1)
         return False
 
     def _high_watermarks(self, timeout: float = 30.0) -> dict[int, int]:
