@@ -1,0 +1,114 @@
+"""A share-group workload (KIP-932, "Queues for Kafka"; production-ready in Kafka 4.2): its members and the group's
+settings, validated when an experiment is loaded.
+
+A workload is either a consumer group (``workload.consumers``) or a share group (``workload.share``): one group per
+run, as the checkers judge it. Share-group members do not take partitions from each other; each record is acquired
+by one member under a time-limited lock and acknowledged (docs/share-groups.md, "What Kafka does"). The group's
+settings are *group configs* (``GroupConfig``: ``share.record.lock.duration.ms``, ``share.delivery.count.limit``,
+``share.session.timeout.ms``, ``share.heartbeat.interval.ms``, ``share.auto.offset.reset``) set on the GROUP
+resource before the members start, each bounded by the brokers' ``group.share.min.*`` / ``group.share.max.*``
+(``ShareGroupConfig``), which the cluster lowers for second-scale experiments
+(:data:`chaos.cluster.settings.SHARE_GROUP_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from chaos.model.workload import CLIENT_RELEASES, MAX_CONSUMERS, Client, parse_client_release, release
+
+#: confluent-kafka's ``ShareConsumer`` (librdkafka's KIP-932 consumer) first ships in 2.15.0 (2.14.0 has none)
+CONFLUENT_SHARE_CONSUMER = (2, 15, 0)
+#: share groups are production-ready from Kafka 4.2 (early access 4.0, preview 4.1; KIP-932)
+SHARE_KAFKA_RELEASE = (4, 2)
+
+
+class ShareWrongMode(StrEnum):
+    """Deliberately wrong share consumers the share checkers must catch (docs/share-groups.md)."""
+
+    #: accepts (and commits the acknowledgement of) each poll's records before it processes them: a member
+    #: killed in between has accepted records nobody processed (share-completion)
+    ACCEPT_BEFORE_PROCESS = "accept_before_process"
+    #: processes each poll's records only after its acquisition lock ran out, then accepts them: it works on
+    #: records the broker has handed to another member since (share-ownership)
+    PROCESS_PAST_LOCK = "process_past_lock"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class ShareMemberSpec(_Frozen):
+    """One member of the share group: kafka-chaos's own loop over the client's share consumer. Each poll's records
+    are processed, acknowledged ACCEPT one by one (explicit acknowledgement, ``share.acknowledgement.mode``) and
+    committed synchronously, so every acknowledgement has its answer in the history."""
+
+    #: only confluent-kafka's ``ShareConsumer`` is wired (Kafka's Java ``KafkaShareConsumer`` is not yet)
+    client: Client = Client.CONFLUENT_KAFKA
+    #: the client library's release (None: the project's pinned one); confluent-kafka 2.15.0 or newer
+    client_version: str | None = None
+    #: simulated processing time per record
+    processing_delay_ms: Annotated[float, Field(ge=0)] = 0.0
+    #: client lane (its own proxies): one lane per member lets it be cut off alone
+    lane: str = "lane0"
+    #: how long the client waits for one answer (librdkafka ``socket.timeout.ms``); None: the client's default
+    request_timeout_ms: Annotated[int, Field(ge=1000, le=300000)] | None = None
+    #: deliberately wrong behaviour for checker validation; off by default
+    wrong_mode: ShareWrongMode | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ShareMemberSpec:
+        if self.client is not Client.CONFLUENT_KAFKA:
+            raise ValueError(f"client {self.client.value}: share-group members run confluent-kafka's ShareConsumer "
+                             "only (the Java KafkaShareConsumer and kafka-python are not wired): use confluent-kafka")
+        if self.client_version is not None:
+            parse_client_release(f"{self.client.value}={self.client_version}")
+            if release(self.client_version) < CONFLUENT_SHARE_CONSUMER:
+                first = ".".join(map(str, CONFLUENT_SHARE_CONSUMER))
+                raise ValueError(f"confluent-kafka {self.client_version} has no ShareConsumer (from {first}): use "
+                                 f"{first} or newer")
+        return self
+
+
+def _default_members() -> tuple[ShareMemberSpec, ...]:
+    return (ShareMemberSpec(), ShareMemberSpec(), ShareMemberSpec())
+
+
+class ShareGroupSpec(_Frozen):
+    """The share group under test: its members and its group configs (KIP-932)."""
+
+    members: Annotated[tuple[ShareMemberSpec, ...], Field(min_length=1, max_length=MAX_CONSUMERS)] = Field(
+        default_factory=_default_members)
+    #: ``share.record.lock.duration.ms``: how long an acquired record stays with its member unacknowledged
+    record_lock_duration_ms: Annotated[int, Field(ge=1000, le=60000)] = 10000
+    #: ``share.delivery.count.limit``: deliveries of a record before it is archived (Kafka allows 2..10)
+    delivery_count_limit: Annotated[int, Field(ge=2, le=10)] = 5
+    #: ``share.session.timeout.ms``: a member without a heartbeat for this long is removed from the group
+    session_timeout_ms: Annotated[int, Field(ge=500, le=60000)] = 6000
+    #: ``share.heartbeat.interval.ms``
+    heartbeat_interval_ms: Annotated[int, Field(ge=100, le=15000)] = 1000
+
+    @model_validator(mode="after")
+    def _check(self) -> ShareGroupSpec:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("share.heartbeat_interval_ms must be below share.session_timeout_ms (a third of it is "
+                             "usual)")
+        return self
+
+    @property
+    def group_configs(self) -> dict[str, str]:
+        """The group configs set on the GROUP resource (IncrementalAlterConfigs) before the members start.
+        ``share.auto.offset.reset`` is ``earliest``: a share group starts at the latest offset by default
+        (``GroupConfig.SHARE_AUTO_OFFSET_RESET_DEFAULT``), and records produced before the first member joined
+        would never be delivered."""
+        return {"share.record.lock.duration.ms": str(self.record_lock_duration_ms),
+                "share.delivery.count.limit": str(self.delivery_count_limit),
+                "share.session.timeout.ms": str(self.session_timeout_ms),
+                "share.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
+                "share.auto.offset.reset": "earliest"}
+
+
+assert CLIENT_RELEASES[Client.CONFLUENT_KAFKA].oldest <= CONFLUENT_SHARE_CONSUMER
