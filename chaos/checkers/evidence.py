@@ -78,6 +78,13 @@ def _specs_of(experiment: object) -> list[tuple[str, Mapping[str, object]]]:
             if isinstance(spec, Mapping)]
 
 
+def declared_share_group(history: History) -> bool:
+    """Whether the run's experiment declares a share group (``workload.share``, KIP-932) as its group."""
+    experiment = history.header.experiment
+    workload = experiment.get("workload") if isinstance(experiment, Mapping) else None
+    return isinstance(workload, Mapping) and isinstance(workload.get("share"), Mapping)
+
+
 def application_members(history: History) -> dict[str, str]:
     """Member name -> ``app`` or ``command``, for the members the run's experiment declares so."""
     return declared_application_members(history.header.experiment)

@@ -38,7 +38,7 @@ from chaos.checkers.index import index_of
 from chaos.checkers.result import Result, Validity, Verdict, merge_validity
 from chaos.errors import UsageError
 from chaos.history import History, MemberStart
-from chaos.model.checker_name import CheckerName
+from chaos.model.checker_name import GROUP_NEUTRAL_CHECKERS, SHARE_CHECKERS, CheckerName
 
 
 class Checker(Protocol):
@@ -92,6 +92,14 @@ def run_one(name: CheckerName, history: History, resolved: ResolvedBounds,
                       f"{where.lineno}); the invariant was not judged", {"crashed": 1})
 
 
+def not_a_consumer_group(name: CheckerName) -> Result:
+    """A consumer-group checker's answer on a run whose experiment declares a share group (``workload.share``):
+    there is no consumer group its invariant speaks about -- as a share checker answers on a consumer-group run
+    (chaos.checkers.share_timeline.nothing_to_judge)."""
+    return Result(name, Validity.TRUE, "the run's group is a share group (KIP-932): no consumer group to judge",
+                  {"consumer_groups": 0})
+
+
 def run_checkers(history: History, names: Iterable[CheckerName | str] | None = None,
                  bounds: CheckerBounds | None = None,
                  registry: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = CHECKERS) -> Verdict:
@@ -105,7 +113,9 @@ def run_checkers(history: History, names: Iterable[CheckerName | str] | None = N
         resolved = resolve(bounds or CheckerBounds(), history, index_of(history).of(MemberStart))
         # a true over members that recorded none of what the checker reads is unknown (chaos.checkers.evidence)
         gaps, members = evidence.missing(history), evidence.application_members(history)
-        results = tuple(evidence.gate(run_one(n, history, resolved, registry), gaps, members) for n in chosen)
+        share_run = evidence.declared_share_group(history)
+        results = tuple(not_a_consumer_group(n) if share_run and n not in SHARE_CHECKERS | GROUP_NEUTRAL_CHECKERS
+                        else evidence.gate(run_one(n, history, resolved, registry), gaps, members) for n in chosen)
     finally:
         if was_enabled:
             gc.enable()

@@ -21,12 +21,13 @@ violation, one finding per partition citing the highest sample and the first low
 samples.
 
 *Reacquired after a death* (liveness). A hold (:mod:`chaos.checkers.share_timeline`) whose member stopped
-(``member_stop``) without an accept, release or reject that may have been applied, below the delivery count limit,
-is an *orphan*; it must be acquired again by some member (the same member restarted counts) within its lock
-deadline (``deadline_hi``) + slack + :data:`REACQUIRE_MARGIN_NS` (a fetch already in flight, the members' poll
-loop). It is judged only when there was load to reacquire it: a member acquired records of the same partition
-after that bound. Acquired again later than the bound, or never while that partition was fetched and no later
-sample puts the SPSO past it: a violation. An orphan no member could have fetched is counted as unjudged.
+(``member_stop``) while its lock may still have run (not later than the lock deadline + slack) and without an
+accept, release or reject that may have been applied, below the delivery count limit, is an *orphan*; it must be
+acquired again by some member (the same member restarted counts) within its lock deadline (``deadline_hi``) + slack
++ :data:`REACQUIRE_MARGIN_NS` (a fetch already in flight, the members' poll loop). It is judged only when there was
+load to reacquire it: a member acquired records of the same partition after that bound. Acquired again later than
+the bound, or never while that partition was fetched and no later sample puts the SPSO past it: a violation. An
+orphan no member could have fetched is counted as unjudged.
 
 Figures: orphans, reacquired, the longest and mean time from the member's stop to the reacquisition
 (``reacquire_max_s``). ``unknown``: share events but fewer than two samples with start offsets (nothing to
@@ -130,7 +131,7 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
     for key, holds in view.holds.items():
         limit = view.limit(key[0])
         for i, h in enumerate(holds):
-            if h.stop is None or not _orphaned(h) or h.count is None or h.count >= limit:
+            if h.stop is None or not _orphaned(h, slack) or h.count is None or h.count >= limit:
                 continue
             orphans += 1
             due = h.deadline_hi() + slack + REACQUIRE_MARGIN_NS
@@ -164,9 +165,14 @@ def _orphans(view: ShareView, slack: int, log: FindingLog) -> tuple[int, int, in
     return orphans, reacquired, passed_by, unjudged, delays
 
 
-def _orphaned(h: Hold) -> bool:
-    """Whether the member stopped without an accept, release or reject that may have been applied before."""
+def _orphaned(h: Hold, slack: int) -> bool:
+    """Whether the member stopped holding the record: its stop may have come before the lock ran out, and without
+    an accept, release or reject that may have been applied before it. A member that stopped after its lock had
+    certainly run out (a stop long after, at teardown say) left nothing behind: the record was Available again
+    while it lived, and how soon another fetch took it is not what this rule speaks about."""
     assert h.stop is not None
+    if h.stop.mono_ns > h.deadline_hi() + slack:
+        return False
     return not any(a.ack_type is not ShareAckType.RENEW and a.outcome is not Outcome.FAIL and a.seq < h.stop.seq
                    for a in h.acks)
 

@@ -38,7 +38,7 @@ records out again with the same delivery count. Checkers report what such a faul
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -265,6 +265,13 @@ class ShareView:
                            if s.group == group and getattr(s, name) is not None]
         if said:
             return max(said)
+        # the group's own config, as the run set it before its members joined (header ``configs.group``), over
+        # the brokers' defaults for groups without one
+        own = history.header.configs.get("group") if isinstance(history.header.configs, Mapping) else None
+        if isinstance(own, Mapping):
+            found = [int(v) for k in keys if isinstance(v := own.get(k), int | str) and str(v).isdigit()]
+            if found:
+                return max(found)
         found = [v for k in keys if (v := config_max(history.header.configs, k)) is not None]
         return max(found) if found else default
 

@@ -33,6 +33,17 @@ KIP848_GROUP_SETTINGS = {
     # plans to narrow it to upgrade-only once the consumer protocol is the default: stated, not inherited
     "group.consumer.migration.policy": "bidirectional",
 }
+#: share groups (KIP-932, Kafka 4.2+): the brokers' bounds on a group's own settings (``ShareGroupConfig``:
+#: lock duration at least 15 s, session timeout at least 45 s, heartbeat at least 5 s) lowered so second-scale
+#: experiments can set theirs (chaos.model.share.ShareGroupSpec), and second-scale defaults for groups that set none
+SHARE_GROUP_SETTINGS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": "10000",
+    "group.share.min.session.timeout.ms": "500",
+    "group.share.session.timeout.ms": "6000",
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "1000",
+}
 CONTROLLER_LISTENER = "CONTROLLER"
 
 
@@ -65,6 +76,10 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
             "broker.session.timeout.ms": str(BROKER_KRAFT_SESSION_MS),
             "broker.heartbeat.interval.ms": str(BROKER_KRAFT_SESSION_MS // 8),
             **(KIP848_GROUP_SETTINGS if topo.spec.kip848 else {}),
+            **(SHARE_GROUP_SETTINGS if topo.spec.share_groups else {}),
+            # the share coordinator's state topic (__share_group_state), replicated as the offsets topic is
+            **({"share.coordinator.state.topic.replication.factor": str(rf),
+                "share.coordinator.state.topic.min.isr": str(min_isr)} if topo.spec.share_groups else {}),
         }
     else:
         meta = {
@@ -141,8 +156,9 @@ def controller_properties(topo: Topology, controller: ControllerPorts, data_dir:
         "num.network.threads": "1",
         "background.threads": "2",
         # group configs (IncrementalAlterConfigs on GROUP) are validated by the controller against its own
-        # group.consumer.min/max.* settings, so it must know the lowered bounds too
+        # group.consumer.min/max.* and group.share.min/max.* settings, so it must know the lowered bounds too
         **(KIP848_GROUP_SETTINGS if topo.spec.kip848 else {}),
+        **(SHARE_GROUP_SETTINGS if topo.spec.share_groups else {}),
     }
     props.update(topo.spec.broker_overrides)
     return props

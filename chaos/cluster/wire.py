@@ -79,6 +79,11 @@ try:
     from kio.schema.describe_quorum.v0 import request as dq0_req
     from kio.schema.describe_quorum.v1 import request as dq1_req
     from kio.schema.describe_quorum.v2 import request as dq2_req
+    from kio.schema.describe_share_group_offsets import v0 as dsgo0
+    from kio.schema.describe_share_group_offsets import v1 as dsgo1
+    from kio.schema.describe_share_group_offsets.v0 import request as dsgo0_req
+    from kio.schema.describe_share_group_offsets.v1 import request as dsgo1_req
+    from kio.schema.share_group_describe import v1 as sgd1
     from kio.schema.types import GroupId, TopicName
     from kio.serial import entity_reader, entity_writer
     from kio.serial.errors import SerialError
@@ -90,6 +95,8 @@ finally:
 API_VERSIONS_KEY = 18
 DESCRIBE_QUORUM_KEY = 55
 CONSUMER_GROUP_DESCRIBE_KEY = 69
+SHARE_GROUP_DESCRIBE_KEY = 77
+DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
 
 #: Kafka's ``Errors.UNSUPPORTED_VERSION``: an ApiVersions request newer than the node knows
 UNSUPPORTED_VERSION = 35
@@ -112,9 +119,17 @@ DescribeQuorumRequest: TypeAlias = dq0.DescribeQuorumRequest | dq1.DescribeQuoru
 DescribeQuorumResponse: TypeAlias = dq0.DescribeQuorumResponse | dq1.DescribeQuorumResponse | dq2.DescribeQuorumResponse
 ConsumerGroupDescribeRequest: TypeAlias = cgd0.ConsumerGroupDescribeRequest | cgd1.ConsumerGroupDescribeRequest
 ConsumerGroupDescribeResponse: TypeAlias = cgd0.ConsumerGroupDescribeResponse | cgd1.ConsumerGroupDescribeResponse
-Request: TypeAlias = ApiVersionsRequest | DescribeQuorumRequest | ConsumerGroupDescribeRequest
-Response: TypeAlias = ApiVersionsResponse | DescribeQuorumResponse | ConsumerGroupDescribeResponse
-R = TypeVar("R", ApiVersionsResponse, DescribeQuorumResponse, ConsumerGroupDescribeResponse)
+ShareGroupDescribeResponse: TypeAlias = sgd1.ShareGroupDescribeResponse
+DescribeShareGroupOffsetsRequest: TypeAlias = (dsgo0.DescribeShareGroupOffsetsRequest
+                                               | dsgo1.DescribeShareGroupOffsetsRequest)
+DescribeShareGroupOffsetsResponse: TypeAlias = (dsgo0.DescribeShareGroupOffsetsResponse
+                                                | dsgo1.DescribeShareGroupOffsetsResponse)
+Request: TypeAlias = (ApiVersionsRequest | DescribeQuorumRequest | ConsumerGroupDescribeRequest
+                      | sgd1.ShareGroupDescribeRequest | DescribeShareGroupOffsetsRequest)
+Response: TypeAlias = (ApiVersionsResponse | DescribeQuorumResponse | ConsumerGroupDescribeResponse
+                       | ShareGroupDescribeResponse | DescribeShareGroupOffsetsResponse)
+R = TypeVar("R", ApiVersionsResponse, DescribeQuorumResponse, ConsumerGroupDescribeResponse,
+            ShareGroupDescribeResponse, DescribeShareGroupOffsetsResponse)
 
 #: the versions this module reads, per API: the kio classes of each. A kio upgrade that adds a version
 #: is picked up by adding a row here (tests/unit/cluster/test_wire.py compares these with kio's index).
@@ -127,6 +142,13 @@ DESCRIBE_QUORUM_TYPES: Mapping[int, type[DescribeQuorumResponse]] = MappingProxy
 })
 CONSUMER_GROUP_DESCRIBE_TYPES: Mapping[int, type[ConsumerGroupDescribeResponse]] = MappingProxyType({
     0: cgd0.ConsumerGroupDescribeResponse, 1: cgd1.ConsumerGroupDescribeResponse,
+})
+#: ShareGroupDescribe v0 was the early-access version (Kafka 4.0); v1 is 4.1+'s (KIP-932)
+SHARE_GROUP_DESCRIBE_TYPES: Mapping[int, type[ShareGroupDescribeResponse]] = MappingProxyType({
+    1: sgd1.ShareGroupDescribeResponse,
+})
+DESCRIBE_SHARE_GROUP_OFFSETS_TYPES: Mapping[int, type[DescribeShareGroupOffsetsResponse]] = MappingProxyType({
+    0: dsgo0.DescribeShareGroupOffsetsResponse, 1: dsgo1.DescribeShareGroupOffsetsResponse,
 })
 
 
@@ -529,3 +551,108 @@ def describe_consumer_group(address: str, group: str, timeout_s: float = 2.0) ->
         response = session.conn.call(consumer_group_describe_request(version, group),
                                      CONSUMER_GROUP_DESCRIBE_TYPES[version])
         return group_view(address, group, response)
+
+
+# --------------------------------------------------------------------------- share groups (KIP-932)
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupView:
+    """A share group as its coordinator describes it (ShareGroupDescribeResponse ``DescribedGroup``).
+
+    ``state`` is Kafka's string (``Empty``, ``Stable``, ``Dead``); ``members`` (member id, client id, member epoch,
+    assignment as sorted ``(topic, partition)``) sorted by member id. ``error_code`` as for
+    :class:`ConsumerGroupView` (GROUP_ID_NOT_FOUND 69 also for a group of another type).
+    """
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    members: tuple[tuple[str, str, int, tuple[tuple[str, int], ...]], ...]
+    error_code: int = 0
+
+
+def share_group_view(address: str, group: str, response: ShareGroupDescribeResponse) -> ShareGroupView:
+    """Reduce a ShareGroupDescribeResponse to the view of ``group``."""
+    for g in response.groups:
+        if g.group_id != group:
+            continue
+        if g.error_code != 0:
+            return ShareGroupView(group_id=group, state="", group_epoch=-1, assignment_epoch=-1, members=(),
+                                  error_code=int(g.error_code))
+        members = tuple(sorted((m.member_id, m.client_id, int(m.member_epoch),
+                                tuple(sorted((str(tp.topic_name), int(p)) for tp in m.assignment.topic_partitions
+                                             for p in tp.partitions)))
+                               for m in g.members))
+        return ShareGroupView(group_id=g.group_id, state=g.group_state, group_epoch=int(g.group_epoch),
+                              assignment_epoch=int(g.assignment_epoch), members=members)
+    raise WireError(f"{address}: ShareGroupDescribe answer does not mention group {group!r}")
+
+
+def describe_share_group(address: str, group: str, timeout_s: float = 2.0) -> ShareGroupView:
+    """Ask a share group's coordinator for its state (ShareGroupDescribe, API key 77; KIP-932). Sent to the group's
+    coordinator (FindCoordinator, key type GROUP); another broker answers NOT_COORDINATOR (16)."""
+    if not group:
+        raise UsageError("group: give a non-empty share group id")
+    with _Session(address, timeout_s) as session:
+        version = session.version_for(SHARE_GROUP_DESCRIBE_KEY, "ShareGroupDescribe", SHARE_GROUP_DESCRIBE_TYPES)
+        request = sgd1.ShareGroupDescribeRequest(group_ids=(GroupId(group),), include_authorized_operations=False)
+        response = session.conn.call(request, SHARE_GROUP_DESCRIBE_TYPES[version])
+        return share_group_view(address, group, response)
+
+
+_DESCRIBE_SHARE_GROUP_OFFSETS_REQUESTS = MappingProxyType({0: dsgo0_req, 1: dsgo1_req})
+
+
+def describe_share_group_offsets_request(version: int, group: str, topic: str,
+                                         partitions: tuple[int, ...]) -> DescribeShareGroupOffsetsRequest:
+    m = _DESCRIBE_SHARE_GROUP_OFFSETS_REQUESTS[version]
+    request: DescribeShareGroupOffsetsRequest = m.DescribeShareGroupOffsetsRequest(groups=(
+        m.DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group), topics=(
+            m.DescribeShareGroupOffsetsRequestTopic(topic_name=TopicName(topic),
+                                                    partitions=tuple(i32(p) for p in partitions)),)),))
+    return request
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffsets:
+    """A share group's offsets on one topic (DescribeShareGroupOffsets): per partition, the share-partition start
+    offset (SPSO) and the lag (v1, KIP-1226: records not yet acknowledged or archived, the high watermark less the
+    SPSO less the terminal records above it; -1 when not told). ``error_code`` is the group's (0: answered).
+
+    The SPSO is read from the share coordinator's state, which the share-partition leader writes *before* it moves
+    its SPSO past the records an acknowledgement completed (``SharePartition.writeShareGroupState``, then
+    ``maybeUpdateCachedStateAndOffsets``): at rest, with every record accepted, it can stay below the high
+    watermark (one record below, measured on 4.4.0), while the lag is 0."""
+
+    start_offsets: Mapping[tuple[str, int], int]
+    lag: Mapping[tuple[str, int], int]
+    error_code: int = 0
+
+
+def share_start_offsets(address: str, group: str, response: DescribeShareGroupOffsetsResponse) -> ShareOffsets:
+    """The answer for ``group``; a partition answered with an error, or with start offset -1 (no share state yet),
+    is left out."""
+    for g in response.groups:
+        if g.group_id != group:
+            continue
+        if g.error_code != 0:
+            return ShareOffsets({}, {}, int(g.error_code))
+        parts = [(str(t.topic_name), int(p.partition_index), p) for t in g.topics for p in t.partitions
+                 if p.error_code == 0 and p.start_offset >= 0]
+        return ShareOffsets({(t, i): int(p.start_offset) for t, i, p in parts},
+                            {(t, i): int(getattr(p, "lag", -1)) for t, i, p in parts})
+    raise WireError(f"{address}: DescribeShareGroupOffsets answer does not mention group {group!r}")
+
+
+def describe_share_group_offsets(address: str, group: str, topic: str, partitions: tuple[int, ...],
+                                 timeout_s: float = 2.0) -> ShareOffsets:
+    """The share-partition start offsets (SPSO) and lags of ``group`` on ``topic``'s ``partitions``
+    (DescribeShareGroupOffsets, API key 90; KIP-932), asked of the group's coordinator, which reads them from the
+    share coordinator's state (``ReadShareGroupStateSummary``)."""
+    with _Session(address, timeout_s) as session:
+        version = session.version_for(DESCRIBE_SHARE_GROUP_OFFSETS_KEY, "DescribeShareGroupOffsets",
+                                      DESCRIBE_SHARE_GROUP_OFFSETS_TYPES)
+        response = session.conn.call(describe_share_group_offsets_request(version, group, topic, partitions),
+                                     DESCRIBE_SHARE_GROUP_OFFSETS_TYPES[version])
+        return share_start_offsets(address, group, response)

@@ -188,6 +188,9 @@ class Plan:
         self.kinds = explorable_kinds(self.families, self.capabilities)
         if not self.kinds:
             raise UsageError(f"no fault kind of {', '.join(self.families)} runs here: choose other --families")
+        if self.base.workload.share is not None:
+            raise UsageError(f"{self.workload.name} is a share group (workload.share): chaos explore places faults "
+                             "on consumer groups only; run share-group experiments with chaos run")
         members = self.base.workload.consumers
         if not members:
             raise UsageError(f"{self.workload.name} has no consumers: explore needs a group to put under faults")

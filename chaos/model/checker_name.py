@@ -38,3 +38,10 @@ class CheckerName(StrEnum):
     #: share groups: the share-partition start offset never goes back; a dead member's records are acquired again
     #: within their lock
     SHARE_PROGRESS = "share-progress"
+
+
+#: the checkers of share groups (KIP-932)
+SHARE_CHECKERS = frozenset({CheckerName.SHARE_OWNERSHIP, CheckerName.SHARE_DELIVERY, CheckerName.SHARE_COMPLETION,
+                            CheckerName.SHARE_PROGRESS})
+#: the checkers that judge whatever group the run had: the fault-execution precondition
+GROUP_NEUTRAL_CHECKERS = frozenset({CheckerName.FAULTS})

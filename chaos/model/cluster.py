@@ -151,6 +151,16 @@ class ClusterSpec(BaseModel):
         return self.kraft and _release(self.kafka_version) >= (4, 0)
 
     @property
+    def release(self) -> tuple[int, int]:
+        """(major, minor) of ``kafka_version``."""
+        return _release(self.kafka_version)
+
+    @property
+    def share_groups(self) -> bool:
+        """Can the cluster run share groups (KIP-932: production-ready in Kafka 4.2, KRaft only)?"""
+        return self.kraft and _release(self.kafka_version) >= (4, 2)
+
+    @property
     def controller_nodes(self) -> tuple[str, ...]:
         """The KRaft voters by node name (``broker-1..`` when combined, ``controller-1..`` when isolated); ()
         under ZooKeeper."""

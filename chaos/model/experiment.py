@@ -25,6 +25,7 @@ from chaos.model.backend import BackendName, Capability
 from chaos.model.checker_name import CheckerName
 from chaos.model.cluster import KRAFT_KAFKA_VERSION, ClusterSpec
 from chaos.model.faults import AnyFault
+from chaos.model.share import GROUP_DELIVERY_LIMIT_RELEASE, KAFKA_DELIVERY_COUNT_LIMIT
 from chaos.model.target import LinkScope, Role
 from chaos.model.trigger import MAX_FAULTS, Trigger
 from chaos.model.workload import GroupProtocol, WorkloadSpec
@@ -97,7 +98,9 @@ class Experiment(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
-        members = {f"consumer-{i}" for i in range(len(self.workload.consumers))}
+        members = {f"consumer-{i}" for i in range(self.workload.member_count)}
+        if self.workload.share is not None:
+            _check_share(self)
         # one consumer-protocol member makes the group a KIP-848 group on Kafka 4.x (the new coordinator
         # converts a classic group when such a member joins, group.consumer.migration.policy)
         kip848 = any(c.group_protocol is GroupProtocol.CONSUMER for c in self.workload.consumers)
@@ -173,6 +176,44 @@ class Experiment(_Strict):
                 node = node[p]
             node[leaf] = value
         return Experiment.model_validate(data)
+
+
+#: the fault families a share-group run can inject: membership and topology faults change consumer-group
+#: membership or the topic under a consumer group (docs/share-groups.md)
+SHARE_FAULT_FAMILIES = frozenset({"process", "link", "network", "container"})
+
+
+def _check_share(experiment: Experiment) -> None:
+    """What a share-group workload (KIP-932) needs and cannot do, refused at load."""
+    share = experiment.workload.share
+    assert share is not None
+    cluster = experiment.cluster
+    if not cluster.share_groups:
+        raise ValueError(f"workload.share: share groups (KIP-932) need a KRaft cluster of Kafka 4.2 or newer, this "
+                         f"is {cluster.kafka_version} ({cluster.metadata_mode.value}): set cluster.kafka_version "
+                         f"(e.g. {KRAFT_KAFKA_VERSION})")
+    if share.delivery_count_limit != KAFKA_DELIVERY_COUNT_LIMIT \
+            and cluster.release < GROUP_DELIVERY_LIMIT_RELEASE:
+        raise ValueError(f"workload.share.delivery_count_limit {share.delivery_count_limit}: Kafka "
+                         f"{cluster.kafka_version} has no group config share.delivery.count.limit (from 4.3): leave "
+                         f"it at {KAFKA_DELIVERY_COUNT_LIMIT} (the brokers' default) or use Kafka 4.4")
+    lanes = {f"lane{i}" for i in range(cluster.lanes)}
+    for i, m in enumerate(share.members):
+        if m.lane not in lanes:
+            raise ValueError(f"workload.share.members.{i}.lane: {m.lane!r} does not exist; "
+                             f"cluster.lanes={cluster.lanes} gives {sorted(lanes)}")
+    for i, f in enumerate(experiment.faults):
+        if f.family not in SHARE_FAULT_FAMILIES:
+            raise ValueError(f"faults.{i}: {f.family} faults are not wired for share groups: use "
+                             f"{', '.join(sorted(SHARE_FAULT_FAMILIES))} faults")
+        if f.target is Role.GROUP_LEADER:
+            raise ValueError(f"faults.{i}: a share group has no group leader (the coordinator assigns): target "
+                             "random_member or a member")
+        t = f.trigger
+        if t.state is not None or t.on_revoked is not None or t.after_generation is not None \
+                or t.after_epoch is not None:
+            raise ValueError(f"faults.{i}.trigger: group-state, revocation and generation triggers follow a consumer "
+                             "group; a share group's fault uses at_s or random")
 
 
 def _check_trigger_protocol(trigger: Trigger, kip848: bool, i: int) -> None:

@@ -13,28 +13,23 @@ resource before the members start, each bounded by the brokers' ``group.share.mi
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from chaos.model.workload import CLIENT_RELEASES, MAX_CONSUMERS, Client, parse_client_release, release
+from chaos.model.clients import CLIENT_RELEASES, Client, parse_client_release, release
+from chaos.model.limits import MAX_CONSUMERS
 
 #: confluent-kafka's ``ShareConsumer`` (librdkafka's KIP-932 consumer) first ships in 2.15.0 (2.14.0 has none)
 CONFLUENT_SHARE_CONSUMER = (2, 15, 0)
 #: share groups are production-ready from Kafka 4.2 (early access 4.0, preview 4.1; KIP-932)
 SHARE_KAFKA_RELEASE = (4, 2)
-
-
-class ShareWrongMode(StrEnum):
-    """Deliberately wrong share consumers the share checkers must catch (docs/share-groups.md)."""
-
-    #: accepts (and commits the acknowledgement of) each poll's records before it processes them: a member
-    #: killed in between has accepted records nobody processed (share-completion)
-    ACCEPT_BEFORE_PROCESS = "accept_before_process"
-    #: processes each poll's records only after its acquisition lock ran out, then accepts them: it works on
-    #: records the broker has handed to another member since (share-ownership)
-    PROCESS_PAST_LOCK = "process_past_lock"
+#: the group config ``share.delivery.count.limit``: Kafka 4.2.2 refuses it ("Unknown group config name"), 4.4.0
+#: takes it (both measured; 4.3 not tried, taken as the first with it); below, the brokers'
+#: ``group.share.delivery.count.limit`` (5 by default) applies to every group
+GROUP_DELIVERY_LIMIT_RELEASE = (4, 3)
+#: Kafka's default delivery count limit (``ShareGroupConfig.SHARE_GROUP_DELIVERY_COUNT_LIMIT_DEFAULT``)
+KAFKA_DELIVERY_COUNT_LIMIT = 5
 
 
 class _Frozen(BaseModel):
@@ -56,8 +51,19 @@ class ShareMemberSpec(_Frozen):
     lane: str = "lane0"
     #: how long the client waits for one answer (librdkafka ``socket.timeout.ms``); None: the client's default
     request_timeout_ms: Annotated[int, Field(ge=1000, le=300000)] | None = None
-    #: deliberately wrong behaviour for checker validation; off by default
-    wrong_mode: ShareWrongMode | None = None
+
+    # what the run lifecycle asks of every member: a share member is kafka-chaos's own loop, never the application's
+    @property
+    def command(self) -> None:
+        return None
+
+    @property
+    def application(self) -> bool:
+        return False
+
+    @property
+    def reports_processed(self) -> bool:
+        return False
 
     @model_validator(mode="after")
     def _check(self) -> ShareMemberSpec:
@@ -84,8 +90,9 @@ class ShareGroupSpec(_Frozen):
         default_factory=_default_members)
     #: ``share.record.lock.duration.ms``: how long an acquired record stays with its member unacknowledged
     record_lock_duration_ms: Annotated[int, Field(ge=1000, le=60000)] = 10000
-    #: ``share.delivery.count.limit``: deliveries of a record before it is archived (Kafka allows 2..10)
-    delivery_count_limit: Annotated[int, Field(ge=2, le=10)] = 5
+    #: ``share.delivery.count.limit``: deliveries of a record before it is archived (Kafka allows 2..10); a group
+    #: config from Kafka 4.3 (:data:`GROUP_DELIVERY_LIMIT_RELEASE`), so only the default 5 on 4.2
+    delivery_count_limit: Annotated[int, Field(ge=2, le=10)] = KAFKA_DELIVERY_COUNT_LIMIT
     #: ``share.session.timeout.ms``: a member without a heartbeat for this long is removed from the group
     session_timeout_ms: Annotated[int, Field(ge=500, le=60000)] = 6000
     #: ``share.heartbeat.interval.ms``
@@ -98,17 +105,19 @@ class ShareGroupSpec(_Frozen):
                              "usual)")
         return self
 
-    @property
-    def group_configs(self) -> dict[str, str]:
-        """The group configs set on the GROUP resource (IncrementalAlterConfigs) before the members start.
-        ``share.auto.offset.reset`` is ``earliest``: a share group starts at the latest offset by default
-        (``GroupConfig.SHARE_AUTO_OFFSET_RESET_DEFAULT``), and records produced before the first member joined
-        would never be delivered."""
-        return {"share.record.lock.duration.ms": str(self.record_lock_duration_ms),
-                "share.delivery.count.limit": str(self.delivery_count_limit),
-                "share.session.timeout.ms": str(self.session_timeout_ms),
-                "share.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
-                "share.auto.offset.reset": "earliest"}
+    def group_configs(self, kafka_release: tuple[int, int]) -> dict[str, str]:
+        """The group configs set on the GROUP resource (IncrementalAlterConfigs) before the members start, on a
+        cluster of Kafka ``kafka_release`` (major, minor). ``share.auto.offset.reset`` is ``earliest``: a share
+        group starts at the latest offset by default (``GroupConfig.SHARE_AUTO_OFFSET_RESET_DEFAULT``), and records
+        produced before the first member joined would never be delivered. ``share.delivery.count.limit`` only where
+        Kafka has it (:data:`GROUP_DELIVERY_LIMIT_RELEASE`; the experiment refuses another limit below)."""
+        configs = {"share.record.lock.duration.ms": str(self.record_lock_duration_ms),
+                   "share.session.timeout.ms": str(self.session_timeout_ms),
+                   "share.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
+                   "share.auto.offset.reset": "earliest"}
+        if kafka_release >= GROUP_DELIVERY_LIMIT_RELEASE:
+            configs["share.delivery.count.limit"] = str(self.delivery_count_limit)
+        return configs
 
 
 assert CLIENT_RELEASES[Client.CONFLUENT_KAFKA].oldest <= CONFLUENT_SHARE_CONSUMER

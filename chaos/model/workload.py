@@ -8,82 +8,19 @@ turns them into worker processes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+# the client and count records live in their own modules (share-group members use them too); imported here, where
+# every consumer-group reader has always found them
+from chaos.model.clients import CLIENT_RELEASES, PYPI_PACKAGES, Client, ClientReleases, parse_client_release, release
+from chaos.model.limits import MAX_CONSUMERS, MAX_PARTITIONS, MAX_PRODUCERS
+from chaos.model.share import ShareGroupSpec
 
-class Client(StrEnum):
-    CONFLUENT_KAFKA = "confluent-kafka"
-    KAFKA_PYTHON = "kafka-python"
-    JAVA = "java"
-
-
-#: The PyPI package of each Python client (the Java client comes from Maven Central: kafka-tools / kafka-clients)
-PYPI_PACKAGES = {Client.CONFLUENT_KAFKA: "confluent-kafka", Client.KAFKA_PYTHON: "kafka-python"}
-
-#: A client library release: three numbers, as PyPI and Maven Central name the releases kafka-chaos runs
-_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-
-
-@dataclass(frozen=True, slots=True)
-class ClientReleases:
-    """Which releases of a client library a member may name in ``client_version`` (docs/client-versions.md).
-
-    ``oldest``: the oldest release kafka-chaos's worker for that client is written for -- below it the worker
-    reads internals or calls APIs the release does not have. ``kip848``: the oldest release with KIP-848's
-    consumer protocol generally available (None: the client has none).
-    """
-
-    oldest: tuple[int, int, int]
-    kip848: tuple[int, int, int] | None
-    why_oldest: str
-
-
-CLIENT_RELEASES = {
-    # librdkafka's KIP-848 consumer is GA from 2.12.0 (early access before); 1.9.2, the last 1.x, has no wheel
-    # for CPython 3.11, and the worker is written against the 2.x API
-    Client.CONFLUENT_KAFKA: ClientReleases((2, 0, 0), (2, 12, 0), "the 2.x line the worker is written for (1.9.2 "
-                                                                  "has no CPython 3.11 wheel)"),
-    # the worker has two adapters: kafka-python 2.x (poll-driven coordinator) and 3.x (its own IO thread)
-    Client.KAFKA_PYTHON: ClientReleases((2, 0, 0), None, "the worker reads the group coordinator's 2.x or 3.x "
-                                                         "internals"),
-    # the Java member runs the VerifiableConsumer of kafka-tools of that release (in kafka-tools since before 2.8)
-    # and reads its JSON lines and log: the oldest is the oldest Kafka release kafka-chaos runs at all;
-    # --group-protocol consumer from 3.7, GA in 4.0 (KIP-848)
-    Client.JAVA: ClientReleases((2, 8, 0), (4, 0, 0), "the oldest Kafka release kafka-chaos runs"),
-}
-
-
-def release(version: str) -> tuple[int, int, int]:
-    """``"2.12.0"`` -> (2, 12, 0); ValueError for anything else."""
-    m = _RELEASE.fullmatch(version)
-    if m is None:
-        raise ValueError(f"client_version {version!r} is not a release number X.Y.Z (e.g. 2.12.0)")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3))
-
-
-def parse_client_release(text: str) -> tuple[Client, str]:
-    """``"confluent-kafka=2.14.0"`` (or pip's ``==``) -> (Client.CONFLUENT_KAFKA, "2.14.0"), checked against
-    :data:`CLIENT_RELEASES`' oldest; ValueError saying what to write otherwise. The group protocol is checked
-    later, with the member it applies to."""
-    name, sep, version = text.replace("==", "=").partition("=")
-    clients = ", ".join(c.value for c in Client)
-    if not sep or not version:
-        raise ValueError(f"{text!r}: write CLIENT=X.Y.Z with CLIENT one of {clients}, e.g. confluent-kafka=2.14.0")
-    try:
-        client = Client(name.strip())
-    except ValueError:
-        raise ValueError(f"{text!r}: unknown client {name.strip()!r}; use one of {clients}") from None
-    version = version.strip()
-    have = release(version)
-    rules = CLIENT_RELEASES[client]
-    if have < rules.oldest:
-        oldest = ".".join(map(str, rules.oldest))
-        raise ValueError(f"{client.value} {version} is older than {oldest}, {rules.why_oldest}: use {oldest} or newer")
-    return client, version
+__all__ = ["CLIENT_RELEASES", "MAX_CONSUMERS", "MAX_PARTITIONS", "MAX_PRODUCERS", "PYPI_PACKAGES", "Client",
+           "ClientReleases", "ShareGroupSpec", "parse_client_release", "release"]
 
 
 class Assignor(StrEnum):
@@ -153,18 +90,6 @@ class HandlerErrorPolicy(StrEnum):
     RETRY = "retry"
 
 
-# Upper bounds of the workload's counts, refused at load time with the bound in the message. Members and
-# producers become processes: a member is a process of its own (a Python worker: an interpreter with both client
-# libraries loaded is ~30 MB resident before any record; a Java member: a JVM with a 128 MB heap), a producer a
-# Python process. 64 Java members and 16 producers beside a cluster could still run on a 2-core, 24 GiB machine
-# (slowly), while 10,000 members on 12 partitions -- a typo or a generated file gone wrong -- would exhaust it
-# before the first fault.
-#: members of the group under test
-MAX_CONSUMERS = 64
-#: producers writing the workload topic
-MAX_PRODUCERS = 16
-#: partitions of the workload topic (not processes: files on every replica, rows in the checkers' tables)
-MAX_PARTITIONS = 1000
 
 #: extra attempts of a record under ``on_handler_error: retry``
 HANDLER_RETRIES = 3
@@ -430,6 +355,17 @@ class WorkloadSpec(BaseModel):
         ConsumerSpec(), ConsumerSpec(), ConsumerSpec())
     producers: Annotated[tuple[ProducerSpec, ...], Field(max_length=MAX_PRODUCERS)] = (ProducerSpec(),)
     observer_interval_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+    #: a share group (KIP-932) instead of a consumer group: its members and settings (:mod:`chaos.model.share`);
+    #: ``consumers`` is then empty (given as ``[]`` or left out)
+    share: ShareGroupSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _share_has_no_consumers(cls, data: Any) -> Any:
+        # one group per run: a share workload's default consumers would be a second group nobody asked for
+        if isinstance(data, dict) and data.get("share") is not None and "consumers" not in data:
+            return {**data, "consumers": ()}
+        return data
 
     @field_validator("consumers", "producers", mode="before")
     @classmethod
@@ -442,6 +378,11 @@ class WorkloadSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_assignor(self) -> WorkloadSpec:
+        if self.share is not None and self.consumers:
+            raise ValueError("a workload is a consumer group (consumers) or a share group (share), not both: give "
+                             "consumers: [] with share, or drop share")
+        if self.share is None and not self.consumers:
+            raise ValueError("consumers is empty: give at least one member, or a share group (share)")
         # each member offers one assignor; members without a common one are refused by the
         # coordinator (INCONSISTENT_GROUP_PROTOCOL) and never join
         assignors = {c.assignor for c in self.consumers}
@@ -458,6 +399,11 @@ class WorkloadSpec(BaseModel):
                                  f"{sorted(str(v) for v in values)}: under KIP-848 it is the group's setting, not a "
                                  "member's; give them one value")
         return self
+
+    @property
+    def member_count(self) -> int:
+        """How many members the group has (``consumer-0`` .. ``consumer-{n-1}``), consumer or share group."""
+        return len(self.share.members) if self.share is not None else len(self.consumers)
 
     @property
     def kip848_group_configs(self) -> dict[str, str]:

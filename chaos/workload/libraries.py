@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from chaos.cluster.runtime import cache_root, kafka_runtime, require_tool, run_logged
 from chaos.errors import UsageError
+from chaos.model.share import ShareMemberSpec
 from chaos.model.workload import PYPI_PACKAGES, Client, ConsumerSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,7 +132,8 @@ def releases_of(experiment: Experiment) -> set[tuple[Client, str]]:
     the releases its ``client_upgrade`` faults move members to."""
     from chaos.model.faults.membership import ClientUpgrade
 
-    members = experiment.workload.consumers
+    share = experiment.workload.share
+    members: list[ConsumerSpec | ShareMemberSpec] = [*experiment.workload.consumers, *(share.members if share else ())]
     wanted = {(m.client, m.client_version) for m in members if m.client_version is not None}
     for fault in experiment.faults:
         if isinstance(fault, ClientUpgrade) and fault.client_version is not None:
@@ -145,7 +147,7 @@ def ensure_for(releases: Iterable[tuple[Client, str]], progress: Progress = prin
         ensure_library(client, version, progress)
 
 
-def reported_for(spec: ConsumerSpec, kafka_version: str) -> dict[str, str]:
+def reported_for(spec: ConsumerSpec | ShareMemberSpec, kafka_version: str) -> dict[str, str]:
     """What the library a member of ``spec`` runs reports of itself: its ``client_version``'s as prepared, else the
     default's -- the project's own Python client (the driver imports the same one), or the kafka-clients of the
     broker's release ``kafka_version``."""
@@ -253,7 +255,7 @@ def reported_by_imports(client: str) -> dict[str, str]:
     return {"kafka-python": kafka.__version__}
 
 
-def member_library(spec: ConsumerSpec) -> ClientLibrary | None:
+def member_library(spec: ConsumerSpec | ShareMemberSpec) -> ClientLibrary | None:
     """The prepared release of ``spec``'s ``client_version``; None for the default library."""
     if spec.client_version is None:
         return None
@@ -269,7 +271,7 @@ def python_env(lib: ClientLibrary, base: Mapping[str, str] | None = None) -> dic
 
 
 
-def check_imported(spec: ConsumerSpec) -> None:
+def check_imported(spec: ConsumerSpec | ShareMemberSpec) -> None:
     """In a Python member's worker: refuse to run when the library imported is not the release ``spec`` names
     (its ``PYTHONPATH`` did not take), so a member never records one release while running another."""
     if spec.client_version is None or spec.client is Client.JAVA:

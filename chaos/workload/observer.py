@@ -80,12 +80,20 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster.admin import ClusterAdmin, GroupDescription
-from chaos.cluster.wire import ConsumerGroupView, describe_consumer_group
+from chaos.cluster.wire import (
+    ConsumerGroupView,
+    ShareOffsets,
+    describe_consumer_group,
+    describe_share_group,
+    describe_share_group_offsets,
+)
 from chaos.history.event import BrokerLogEvent, GroupMember, GroupState, GroupType, Kind
 from chaos.history.writer import EventWriter
 
 _TS = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})\] ")
 
+#: the states of a share group (``ShareGroup.ShareGroupState``, KIP-932); any other string is Unknown
+SHARE_GROUP_STATES = frozenset({GroupState.EMPTY, GroupState.STABLE, GroupState.DEAD})
 #: the states of a KIP-848 group (``ConsumerGroup.ConsumerGroupState``); any other string is Unknown
 CONSUMER_GROUP_STATES = frozenset({GroupState.EMPTY, GroupState.ASSIGNING, GroupState.RECONCILING,
                                    GroupState.STABLE, GroupState.DEAD})
@@ -311,7 +319,7 @@ class GroupObserver:
     def __init__(self, admin: ClusterAdmin, group: str, topic: str, run_dir: Path,
                  broker_logs: dict[int, Path], interval: float = 0.1, offsets_interval: float = 0.5, *,
                  kip848: bool = False, broker_address: Callable[[int], str] | None = None,
-                 describe_timeout_s: float = 1.5):
+                 describe_timeout_s: float = 1.5, share: bool = False, partitions: int = 0):
         self.admin = admin
         self.group = group
         self.topic = topic
@@ -321,6 +329,16 @@ class GroupObserver:
         self.kip848 = kip848
         self.broker_address = broker_address
         self.describe_timeout_s = describe_timeout_s
+        #: a share group (KIP-932): sampled as ``share_group_state`` (ShareGroupDescribe and
+        #: DescribeShareGroupOffsets over ``partitions`` partitions of the topic) instead of ``group_state`` and
+        #: ``committed_offsets``
+        self.share = share
+        self.partitions = partitions
+        #: the share-partition start offsets and lags of the newest share sample that had them (None before one),
+        #: and when that sample was asked (CLOCK_MONOTONIC ns)
+        self.share_offsets: ShareOffsets | None = None
+        self.share_offsets_ns = 0
+        self._last_share: tuple | None = None
         self.log = CoordinatorLog(group, broker_logs)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -359,6 +377,12 @@ class GroupObserver:
         while not self._stop.is_set():
             t0 = time.monotonic()
             self._read_logs()
+            if self.share:
+                if t0 >= self._next_offsets:
+                    self._sample_share()
+                    self._next_offsets = t0 + self.offsets_interval
+                self._stop.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+                continue
             self._sample_group()
             if t0 >= self._next_offsets:
                 self._sample_offsets()
@@ -427,6 +451,49 @@ class GroupObserver:
             ev = self.events.emit(Kind.GROUP_STATE, **sample.fields(self.group))
             self._last_sample, self._last_emit = sample, now
             self.last_sample_ns = ev.mono_ns
+
+    def _sample_share(self) -> None:
+        """One ``share_group_state`` sample (every ``offsets_interval``): ShareGroupDescribe and
+        DescribeShareGroupOffsets at the coordinator's control-lane proxy. Written when it differs from the last
+        one written, or a second after it; ``start_offsets`` null when not answered. Stamped when asked, as
+        committed offsets are (:meth:`_sample_offsets`)."""
+        ts, sent_ns = time.time(), time.monotonic_ns()
+        state, coordinator = GroupState.UNKNOWN, None
+        epochs: tuple[int | None, int | None] = (None, None)
+        members: tuple[GroupMember, ...] = ()
+        offsets: dict[tuple[str, int], int] | None = None
+        try:
+            coordinator = self.admin.coordinator_id(self.group, wait=False)
+        except Exception:  # noqa: BLE001 - a coordinator that is down is an observation
+            coordinator = None
+        if coordinator is not None and self.broker_address is not None:
+            address = self.broker_address(coordinator)
+            try:
+                view = describe_share_group(address, self.group, self.describe_timeout_s)
+                if view.error_code == 0:
+                    state = GroupState(view.state) if view.state in SHARE_GROUP_STATES else GroupState.UNKNOWN
+                    epochs = (view.group_epoch, view.assignment_epoch)
+                    members = tuple(GroupMember(member_id=m, instance_id=None, client_id=c, host="",
+                                                assignment=a, member_epoch=e) for m, c, e, a in view.members)
+                got = describe_share_group_offsets(address, self.group, self.topic, tuple(range(self.partitions)),
+                                                   self.describe_timeout_s)
+                if got.error_code == 0:
+                    offsets = dict(got.start_offsets)
+                    self.share_offsets, self.share_offsets_ns = got, sent_ns
+            except Exception:  # noqa: BLE001 - WireError (down, cut, slow): an observation
+                pass
+        now = time.monotonic()
+        self.samples += 1
+        key = (state, coordinator, epochs, members, None if offsets is None else tuple(sorted(offsets.items())))
+        if key == self._last_share and now - self._last_emit < 1.0:
+            return
+        rows = None if offsets is None else sorted([t, p, o] for (t, p), o in offsets.items())
+        ev = self.events.emit(Kind.SHARE_GROUP_STATE, ts=ts, mono_ns=sent_ns, group=self.group, state=state.value,
+                              coordinator=coordinator, group_epoch=epochs[0], assignment_epoch=epochs[1],
+                              members=[_member_json(m) for m in members], start_offsets=rows)
+        self._last_share, self._last_emit = key, now
+        self._last_sample = GroupSample(state, coordinator, None, None, members)
+        self.last_sample_ns = ev.mono_ns
 
     def _sample_offsets(self) -> None:
         try:

@@ -37,6 +37,7 @@ from chaos.errors import InfrastructureError, UsageError
 from chaos.history.event import SCHEMA_VERSION, GroupState, Kind, MemberClient, RunPhase
 from chaos.history.merge import merge_run
 from chaos.history.writer import EventWriter
+from chaos.model.share import ShareMemberSpec
 from chaos.model.workload import Client, ConsumerSpec, GroupProtocol, ProducerSpec, WorkloadSpec
 from chaos.process import ManagedProcess, Session
 from chaos.workload import application, libraries, processed_reports
@@ -67,7 +68,8 @@ class WorkloadRun:
         self.members: dict[str, ManagedProcess] = {}
         self._extra_created = False
         self.producers: dict[str, ManagedProcess] = {}
-        self.member_specs: dict[str, ConsumerSpec] = {f"consumer-{i}": c for i, c in enumerate(spec.consumers)}
+        members: tuple[ConsumerSpec | ShareMemberSpec, ...] = spec.share.members if spec.share else spec.consumers
+        self.member_specs: dict[str, ConsumerSpec | ShareMemberSpec] = {f"consumer-{i}": c for i, c in enumerate(members)}
         self.producer_specs: dict[str, ProducerSpec] = {f"producer-{i}": p for i, p in enumerate(spec.producers)}
         self.runner_events: EventWriter | None = None
         self.observer: GroupObserver | None = None
@@ -114,13 +116,17 @@ class WorkloadRun:
         if self.spec.kip848_group_configs:
             # before the first heartbeat: a KIP-848 member's session is the group's (docs/architecture.md)
             self.admin.set_group_config(self.group, self.spec.kip848_group_configs)
+        if self.spec.share is not None:
+            # before the first member joins: its lock duration, limit and start offset are the group's
+            self.admin.set_group_config(self.group, self.spec.share.group_configs(self.cluster.spec.release))
         broker_logs = {b.broker_id: self.cluster.log_path(b.node) for b in self.cluster.topology.brokers}
         # the observer's own admin client with a short timeout: a dead coordinator must not stall sampling
         self.observer = GroupObserver(ClusterAdmin(self.cluster.bootstrap("ctl"), timeout=1.5), self.group, self.topic,
                                       self.run_dir, broker_logs,
                                       interval=self.spec.observer_interval_ms / 1000,
                                       kip848=any(c.group_protocol is GroupProtocol.CONSUMER for c in self.spec.consumers),
-                                      broker_address=self.broker_address).start()
+                                      broker_address=self.broker_address, share=self.spec.share is not None,
+                                      partitions=self.spec.partitions).start()
         for name in self.member_specs:
             self.start_member(name)
         for name in list(self.producer_specs):
@@ -138,12 +144,15 @@ class WorkloadRun:
                          "python": sys.version.split()[0]},
             # per member: the release it starts on (null: the default) and what that library reports of itself
             "member_clients": {name: self._member_versions(spec) for name, spec in self.member_specs.items()},
-            "configs": {"cluster": self.cluster.status()},
+            "configs": {"cluster": self.cluster.status(),
+                        # a share group's own configs, set before its members join (chaos.model.share)
+                        **({"group": self.spec.share.group_configs(self.cluster.spec.release)} if self.spec.share is not None
+                           else {})},
         }
         (self.run_dir / "header.json").write_text(json.dumps(header, indent=1, default=str))
         (self.run_dir / "resolved.json").write_text(json.dumps(header["experiment"], indent=2, default=str))
 
-    def _member_versions(self, spec: ConsumerSpec) -> dict[str, Any]:
+    def _member_versions(self, spec: ConsumerSpec | ShareMemberSpec) -> dict[str, Any]:
         """The header's record of one member's client library (issue 34): ``client``, ``client_version`` as asked
         (None: the default), ``library``: what that library reports of itself (:mod:`chaos.workload.libraries`).
         A member upgraded by a fault records each later release in its own ``member_start`` events."""
@@ -159,6 +168,7 @@ class WorkloadRun:
         cfg_path = wdir / f"{name}.json"
         cfg_path.write_text(cfg.model_dump_json(indent=1))
         spec = cfg.consumer
+        member = cfg.consumer or cfg.share_member
         argv: list[str] = [sys.executable, "-m", "chaos.workload.worker", str(cfg_path)]
         env = cwd = None
         if spec is not None and spec.application:
@@ -176,7 +186,7 @@ class WorkloadRun:
             if spec.reports_processed:
                 env[processed_reports.OUTPUT_TOPIC_ENV] = processed_reports.output_topic(self.topic)
             cwd = Path(spec.cwd) if spec.cwd is not None else None
-        lib = libraries.member_library(spec) if spec is not None and spec.client is not Client.JAVA else None
+        lib = libraries.member_library(member) if member is not None and member.client is not Client.JAVA else None
         if lib is not None:  # the release asked for shadows the project's own (the Java worker finds its jars)
             env = libraries.python_env(lib, env)
         try:
@@ -188,7 +198,7 @@ class WorkloadRun:
             raise UsageError(f"member {name}: command {argv[0]!r} is not executable; fix its command") from None
         into[name] = proc
         self._started_ns[proc.pid] = time.monotonic_ns()
-        if spec is not None:
+        if member is not None:
             self._member_starts.setdefault(name, []).append(self._started_ns[proc.pid])
         if spec is not None and spec.command is not None:
             self._record_declared_start(name, spec)
@@ -231,6 +241,11 @@ class WorkloadRun:
     # ------------------------------------------------------------ members
     def start_member(self, name: str) -> ManagedProcess:
         spec = self.member_specs[name]
+        if isinstance(spec, ShareMemberSpec):
+            return self._spawn(name, WorkerConfig(
+                role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
+                bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group, share_member=spec,
+                share_group=self.spec.share, kafka_version=self.cluster.spec.kafka_version), self.members)
         cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                            bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
                            consumer=spec, kafka_version=self.cluster.spec.kafka_version, handler=self.handler)
@@ -285,6 +300,12 @@ class WorkloadRun:
         writer = EventWriter(self.run_dir / "events" / f"{name}.runner.jsonl", name)
         path = inflight_path(self.run_dir, name)
         for entry in InflightCommits.read(path):
+            if entry.get("kind") == Kind.SHARE_ACKNOWLEDGED.value:  # a share member's acknowledgements (share_member)
+                for topic, partition, offsets in entry["partitions"]:
+                    writer.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=entry["sent_ns"], group=entry["group"], topic=topic,
+                                partition=partition, offsets=offsets, ack_type="accept", member_id=None,
+                                outcome="unknown", error_code=None, error_name=f"_KILLED_{sig}")
+                continue
             writer.emit(Kind.COMMIT, group=entry["group"], offsets=entry["offsets"], generation=entry["generation"],
                         member_id=entry["member_id"], outcome="unknown", error_code=None,
                         error_name=f"_KILLED_{sig}", auto=False)
@@ -306,9 +327,9 @@ class WorkloadRun:
             self._refuse_ended_applications("during the warm-up")
             # a member that exited (e.g. fenced as a duplicate group.instance.id) is not waited for
             want = {n for n, p in self.members.items() if p.alive()}
-            got = {n for n in want if not self.member_specs[n].command
+            got = {n for n in want if not self.member_specs[n].command and self.spec.share is None
                    and b'"kind":"assigned"' in _read(self.run_dir / "events" / f"{n}.jsonl")}
-            got |= self._joined_black_boxes(want)
+            got |= self._joined_black_boxes(want) | self._joined_share_members(want)
             waiting.clear()
             waiting.update(want - got)
             return True if got == want else None
@@ -318,15 +339,31 @@ class WorkloadRun:
         except InfrastructureError:  # the timeout: an application member still waited for never joined
             for name in sorted(waiting):
                 proc, spec = self.members[name], self.member_specs[name]
-                if spec.application and proc.alive():
+                if isinstance(spec, ConsumerSpec) and spec.application and proc.alive():
                     raise application.refuse_never_joined(name, spec, proc, timeout) from None
             raise
 
     def _refuse_ended_applications(self, when: str) -> None:
         for name, proc in self.members.items():
             spec = self.member_specs[name]
-            if spec.application and not proc.alive():
+            if isinstance(spec, ConsumerSpec) and spec.application and not proc.alive():
                 raise application.refuse_exit(name, spec, proc, when)
+
+    def consumer_spec(self, name: str) -> ConsumerSpec:
+        """Member ``name``'s spec, for what only consumer-group members have (membership faults, which a share
+        workload refuses at load: chaos.model.experiment.SHARE_FAULT_FAMILIES)."""
+        spec = self.member_specs[name]
+        if not isinstance(spec, ConsumerSpec):
+            raise UsageError(f"{name} is a share-group member: this fault applies to consumer-group members only")
+        return spec
+
+    def _joined_share_members(self, running: set[str]) -> set[str]:
+        """Share members the coordinator lists (by client.id, the member's name): a share member records no
+        assignment of its own (chaos.workload.share_member)."""
+        sample = self.observer.latest if self.observer is not None else None
+        if self.spec.share is None or sample is None:
+            return set()
+        return {m.client_id for m in sample.members} & running
 
     def _joined_black_boxes(self, running: set[str]) -> set[str]:
         """Command members the coordinator lists: by client.id ($KAFKA_CLIENT_ID) when they use it, else by
@@ -371,20 +408,36 @@ class WorkloadRun:
                 while proc.alive() and time.monotonic() < deadline:
                     time.sleep(0.1)
             proc.terminate(grace=40)
+        since_ns = time.monotonic_ns()  # a share group's lag is read from samples asked after the last record
         while time.monotonic() < deadline:
             if self.members and not any(proc.alive() for proc in self.members.values()):
                 return False
             try:
                 high = self._high_watermarks()
                 assert self.admin is not None  # set when the run started
-                committed = self.admin.committed_offsets(self.group)
-                if all(committed.get((self.topic, p), -1) >= h for p, h in high.items() if h > 0):
+                done = self._done_offsets(high, since_ns)
+                if all(done.get((self.topic, p), -1) >= h for p, h in high.items() if h > 0):
                     self._wait_settled(deadline)
                     return True
             except Exception:  # noqa: BLE001 - the cluster may still be healing
                 pass
             time.sleep(0.25)
         return False
+
+    def _done_offsets(self, high: dict[int, int], since_ns: int) -> dict[tuple[str, int], int]:
+        """Per partition, the offset below which the group is done with every record: its committed offset; for a
+        share group, the high watermark ``high`` when the observer's newest offsets, asked after ``since_ns``, give
+        the partition a lag of 0 (KIP-1226: no record left that is not acknowledged or archived), else its
+        share-partition start offset (which can stay below the high watermark at rest:
+        :class:`chaos.cluster.wire.ShareOffsets`)."""
+        if self.spec.share is None:
+            assert self.admin is not None  # set when the run started
+            return self.admin.committed_offsets(self.group)
+        got = self.observer.share_offsets if self.observer is not None else None
+        if got is None or self.observer is None or self.observer.share_offsets_ns <= since_ns:
+            return {}
+        return {(t, p): high.get(p, spso) if got.lag.get((t, p)) == 0 else spso
+                for (t, p), spso in got.start_offsets.items() if t == self.topic}
 
     def _wait_settled(self, deadline: float) -> bool:
         """Wait until ``deadline`` for a group sample taken from now on that is Stable and lists as many

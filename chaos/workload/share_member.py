@@ -8,17 +8,18 @@ The loop, per poll (``share.acknowledgement.mode=explicit``, so nothing is ackno
    acquisition happened at an unknown earlier moment: ``fetched_ns`` is None (nothing bounds it from below), and
    ``lock_duration_ms`` is None (the client does not tell the lock the broker gave: the group's
    ``share.record.lock.duration.ms`` applies). ``delivery_count`` is ``Message.delivery_count()``.
-2. Each record is processed (``processing_delay_ms``) and recorded as ``consumed`` (the member's processing, as for
-   consumer-group members; ``generation`` None: a share group has none).
+2. Each record is processed (``processing_delay_ms``). Processing is not recorded yet: no share checker reads it,
+   and a ``consumed`` event would be read by the report's consumer-group re-checks (docs/share-groups.md).
 3. Each record is acknowledged ACCEPT and ``commit_sync`` sends the acknowledgements; its answer, per partition,
    is one ``share_acknowledged``: ``ok`` (no error), ``fail`` (the error the broker gave, e.g.
    INVALID_RECORD_STATE for a record whose lock had run out), ``unknown`` (``commit_sync`` itself failed or timed
    out: sent or not, applied or not). ``mono_ns`` is when the acknowledgement was sent, ``answered_ns`` when the
-   answer came.
+   answer came. A member killed while ``commit_sync`` waits cannot say: its acknowledgements are mirrored in its
+   in-flight file (:class:`chaos.workload.consumer.InflightCommits`) before they are sent, and the runner records
+   them as ``unknown`` after the kill.
 
 ``member_id`` is None on every event: ``ShareConsumer`` does not expose the member id the coordinator gave (the
-checkers name members by ``source``). The wrong modes (:class:`chaos.model.share.ShareWrongMode`) change the order
-of steps 2 and 3, or wait out the lock before step 2.
+checkers name members by ``source``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any, Protocol
 
 from chaos.history.event import Kind, ShareAckType
 from chaos.history.writer import EventWriter
-from chaos.model.share import ShareGroupSpec, ShareMemberSpec, ShareWrongMode
+from chaos.model.share import ShareGroupSpec, ShareMemberSpec
 from chaos.outcome import Outcome
+from chaos.workload.consumer import InflightCommits, inflight_path
 
 #: how long one poll waits for records (s): short, so a stop request is seen within it
 POLL_TIMEOUT_S = 0.5
@@ -114,10 +116,13 @@ class ShareMember:
     """The loop (module docstring); ``consumer`` is a confluent-kafka ``ShareConsumer`` subscribed to the topic."""
 
     def __init__(self, name: str, group: str, spec: ShareMemberSpec, share: ShareGroupSpec, consumer: Any,
-                 events: EventWriter) -> None:
+                 events: EventWriter, inflight: InflightCommits | None = None) -> None:
         self.name, self.group, self.spec, self.share = name, group, spec, share
         self.consumer = consumer
         self.events = events
+        #: acknowledgements sent and not yet answered, for the runner to record as ``unknown`` if the member is
+        #: killed meanwhile (as a consumer-group member's in-flight commits)
+        self.inflight = inflight
         self.stopping = False
 
     def run(self) -> None:
@@ -130,15 +135,8 @@ class ShareMember:
                 self.events.emit(Kind.SHARE_ACQUIRED, group=self.group, topic=a.topic, partition=a.partition,
                                  offsets=a.offsets, delivery_count=a.delivery_count, member_id=None,
                                  lock_duration_ms=None, fetched_ns=None)
-            wrong = self.spec.wrong_mode
-            if wrong is ShareWrongMode.ACCEPT_BEFORE_PROCESS:
-                self._accept(records)
-                self._process(batch)
-            else:
-                if wrong is ShareWrongMode.PROCESS_PAST_LOCK:
-                    self._sleep(self.share.record_lock_duration_ms / 1000 + 1.0)
-                self._process(batch)
-                self._accept(records)
+            self._process(batch)
+            self._accept(records)
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -149,8 +147,6 @@ class ShareMember:
         for a in batch:
             if self.spec.processing_delay_ms:
                 self._sleep(len(a.offsets) * self.spec.processing_delay_ms / 1000)
-            self.events.emit(Kind.CONSUMED, group=self.group, topic=a.topic, partition=a.partition, offsets=a.offsets,
-                             generation=None, member_id=None)
 
     def _accept(self, records: list[Any]) -> None:
         sent: dict[tuple[str, int], list[int]] = {}
@@ -158,6 +154,9 @@ class ShareMember:
             self.consumer.acknowledge(r)
             sent.setdefault((r.topic(), r.partition()), []).append(r.offset())
         sent_ns = time.monotonic_ns()
+        token = None if self.inflight is None else self.inflight.add({
+            "kind": "share_acknowledged", "group": self.group, "sent_ns": sent_ns,
+            "partitions": [[t, p, sorted(offs)] for (t, p), offs in sent.items()]})
         result, failure = None, None
         try:
             result = self.consumer.commit_sync(COMMIT_TIMEOUT_S)
@@ -170,6 +169,8 @@ class ShareMember:
                              ack_type=ShareAckType.ACCEPT, member_id=None, outcome=ans.outcome,
                              error_code=ans.error_code, error_name=ans.error_name,
                              answered_ns=None if ans.outcome is Outcome.UNKNOWN else answered)
+        if self.inflight is not None and token is not None:
+            self.inflight.done(token)
 
 
 def consumer_config(name: str, group: str, bootstrap: str, spec: ShareMemberSpec) -> dict[str, object]:
@@ -191,7 +192,7 @@ def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir:
     import confluent_kafka
 
     events = EventWriter.for_run(run_dir, name)
-    member = ShareMember(name, group, spec, share, None, events)
+    member = ShareMember(name, group, spec, share, None, events, InflightCommits(inflight_path(run_dir, name)))
 
     def stop(*_: object) -> None:
         member.stopping = True

@@ -180,7 +180,7 @@ CASES = [
      ["x.yaml: cluster.kafka_version: unknown Kafka version '5.0.0'", "3.7.x-4.x (KRaft"]),
     ("kafka-version-option", {}, ["run", "baseline", "--kafka-version", "5.0.0"],
      ["--kafka-version: unknown Kafka version '5.0.0'"]),
-    ("unknown-name", {}, ["plan", "baselin"], ["baselin: no such experiment", "did you mean baseline?"]),
+    ("unknown-name", {}, ["plan", "baselin"], ["baselin: no such experiment", "did you mean baseline"]),
     ("missing-path", {}, ["plan", "nope/x.yaml"], ["nope/x.yaml: no such experiment file"]),
     ("misspelt-command", {}, ["chek"], ["no such command 'chek'", "did you mean check"]),
     ("unknown-command", {}, ["validate"], ["no such command 'validate' (see `chaos -h`)"]),

@@ -58,7 +58,7 @@ def _crash_and_replace(inj: Injection, member: str) -> Active:
     run.kill_member(member, signal.SIGKILL)  # records member_stop (SIGKILL) on its behalf
     inj.effect_ns = time.monotonic_ns()
     new = _replacement_name(run, member)
-    spec = run.member_specs[member]
+    spec = run.consumer_spec(member)
     run.member_specs[new] = spec
     run.start_member(new)
     # a join takes one rebalance, which waits for the crashed member's session to expire

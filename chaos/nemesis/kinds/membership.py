@@ -65,7 +65,7 @@ def change_subscription(inj: Injection[ChangeSubscription]) -> list[Active]:
     run.change_subscription(member, topics)
     inj.effect_ns = time.monotonic_ns()
     # a rejoin takes one rebalance: bounded by the member's session timeout plus a margin
-    bound = run.member_specs[member].session_timeout_ms / 1000 + 15
+    bound = run.consumer_spec(member).session_timeout_ms / 1000 + 15
 
     def heal() -> None:
         if n.alive(member):
@@ -169,7 +169,7 @@ def switch_protocol(inj: Injection[SwitchProtocol]) -> list[Active]:
     n = Nodes(inj.cluster, run)
     if not n.alive(member):
         raise InfrastructureError(f"{member} is not running: its group protocol cannot be switched")
-    original = run.member_specs[member]
+    original = run.consumer_spec(member)
     other = (GroupProtocol.CLASSIC if original.group_protocol is GroupProtocol.CONSUMER
              else GroupProtocol.CONSUMER)
     bound = original.session_timeout_ms / 1000 + 15  # one rejoin: a session plus a margin
@@ -261,7 +261,7 @@ def client_upgrade(inj: Injection[ClientUpgrade]) -> list[Active]:
     n = Nodes(inj.cluster, run)
     if not n.alive(member):
         raise InfrastructureError(f"{member} is not running: its client cannot be upgraded")
-    original = run.member_specs[member]
+    original = run.consumer_spec(member)
     upgraded = inj.spec.upgraded(original)
     # one rejoin: a session plus a JVM's or an interpreter's start and a margin
     bound = original.session_timeout_ms / 1000 + 20

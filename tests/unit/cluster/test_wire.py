@@ -99,7 +99,9 @@ def group_response(error: ErrorCode = ErrorCode.none, group: str = "g") -> cgd1.
 
 @pytest.mark.parametrize("name, table", [("api_versions", wire.API_VERSIONS_TYPES),
                                          ("describe_quorum", wire.DESCRIBE_QUORUM_TYPES),
-                                         ("consumer_group_describe", wire.CONSUMER_GROUP_DESCRIBE_TYPES)])
+                                         ("consumer_group_describe", wire.CONSUMER_GROUP_DESCRIBE_TYPES),
+                                         ("share_group_describe", wire.SHARE_GROUP_DESCRIBE_TYPES),
+                                         ("describe_share_group_offsets", wire.DESCRIBE_SHARE_GROUP_OFFSETS_TYPES)])
 def test_version_tables_cover_every_version_kio_has(name, table):
     """A kio upgrade with a new version fails here until the new version's fields are read in wire.py."""
     assert sorted(table) == sorted(schema_name_map[name])
@@ -151,6 +153,17 @@ def test_consumer_group_describe_request_round_trips(version):
     assert decoded == request
     assert (header.request_api_key, header.request_api_version, type(header).__version__) == (69, version, 2)
     assert decoded.group_ids == ("orders",) and decoded.include_authorized_operations is False
+
+
+@pytest.mark.parametrize("version", sorted(wire.DESCRIBE_SHARE_GROUP_OFFSETS_TYPES))
+def test_describe_share_group_offsets_request_round_trips(version):
+    request = wire.describe_share_group_offsets_request(version, "queue", "orders", (0, 1, 2))
+    header, decoded = read_request(wire.encode_request(request, correlation_id=9))
+    assert decoded == request
+    assert (header.request_api_key, header.request_api_version) == (90, version)
+    (group,) = decoded.groups
+    assert group.group_id == "queue"
+    assert [(t.topic_name, list(t.partitions)) for t in group.topics] == [("orders", [0, 1, 2])]
 
 
 @pytest.mark.parametrize("version, header_version", [(0, 1), (1, 1), (2, 1), (3, 2), (4, 2)])

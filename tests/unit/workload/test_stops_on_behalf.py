@@ -62,3 +62,21 @@ def test_deaths_of_successive_processes_of_one_member_get_increasing_seq(tmp_pat
         t.join()
     seqs = [line["seq"] for line in _lines(tmp_path / "events" / "consumer-0.runner.jsonl")]
     assert seqs == sorted(set(seqs)) and seqs[0] == 1  # strictly increasing: the merge accepts the file
+
+
+def test_a_killed_share_members_acknowledgements_in_flight_are_recorded_unknown(tmp_path):
+    # what chaos.workload.share_member mirrors before commit_sync: found on a real run, a member killed while its
+    # acknowledgement was on the wire left records the broker had accepted and the history did not name
+    from chaos.workload.consumer import InflightCommits, inflight_path
+
+    run = _run(tmp_path, {"consumer-1": 101})
+    InflightCommits(inflight_path(tmp_path, "consumer-1")).add(
+        {"kind": "share_acknowledged", "group": "g", "sent_ns": 5_000,
+         "partitions": [["t", 0, [3, 4]], ["t", 2, [9]]]})
+    run._record_stop("consumer-1", "SIGKILL")
+    acks, stop = _lines(tmp_path / "events" / "consumer-1.runner.jsonl")[:2], _lines(
+        tmp_path / "events" / "consumer-1.runner.jsonl")[2]
+    assert [(a["kind"], a["partition"], a["offsets"], a["outcome"], a["ack_type"], a["mono_ns"]) for a in acks] == [
+        ("share_acknowledged", 0, [3, 4], "unknown", "accept", 5_000),
+        ("share_acknowledged", 2, [9], "unknown", "accept", 5_000)]
+    assert stop["kind"] == "member_stop" and not inflight_path(tmp_path, "consumer-1").exists()
