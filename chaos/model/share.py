@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from chaos.model.clients import CLIENT_RELEASES, Client, parse_client_release, release
+from chaos.model.clients import Client, parse_client_release, release
 from chaos.model.limits import MAX_CONSUMERS
 
 #: confluent-kafka's ``ShareConsumer`` (librdkafka's KIP-932 consumer) first ships in 2.15.0 (2.14.0 has none)
@@ -119,5 +119,3 @@ class ShareGroupSpec(_Frozen):
             configs["share.delivery.count.limit"] = str(self.delivery_count_limit)
         return configs
 
-
-assert CLIENT_RELEASES[Client.CONFLUENT_KAFKA].oldest <= CONFLUENT_SHARE_CONSUMER

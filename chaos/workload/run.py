@@ -241,14 +241,11 @@ class WorkloadRun:
     # ------------------------------------------------------------ members
     def start_member(self, name: str) -> ManagedProcess:
         spec = self.member_specs[name]
-        if isinstance(spec, ShareMemberSpec):
-            return self._spawn(name, WorkerConfig(
-                role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
-                bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group, share_member=spec,
-                share_group=self.spec.share, kafka_version=self.cluster.spec.kafka_version), self.members)
+        member: dict[str, Any] = ({"share_member": spec} if isinstance(spec, ShareMemberSpec)
+                                  else {"consumer": spec, "handler": self.handler})
         cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                            bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
-                           consumer=spec, kafka_version=self.cluster.spec.kafka_version, handler=self.handler)
+                           kafka_version=self.cluster.spec.kafka_version, **member)
         return self._spawn(name, cfg, self.members)
 
     def kill_member(self, name: str, sig: int = signal.SIGKILL) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from chaos.history.event import Kind, ShareAckType
 from chaos.history.writer import EventWriter
-from chaos.model.share import ShareGroupSpec, ShareMemberSpec
+from chaos.model.share import ShareMemberSpec
 from chaos.outcome import Outcome
 from chaos.workload.consumer import InflightCommits, inflight_path
 
@@ -115,9 +115,9 @@ def ack_answers(sent: Mapping[tuple[str, int], Any], result: Mapping[Any, Any] |
 class ShareMember:
     """The loop (module docstring); ``consumer`` is a confluent-kafka ``ShareConsumer`` subscribed to the topic."""
 
-    def __init__(self, name: str, group: str, spec: ShareMemberSpec, share: ShareGroupSpec, consumer: Any,
-                 events: EventWriter, inflight: InflightCommits | None = None) -> None:
-        self.name, self.group, self.spec, self.share = name, group, spec, share
+    def __init__(self, group: str, spec: ShareMemberSpec, consumer: Any, events: EventWriter,
+                 inflight: InflightCommits | None = None) -> None:
+        self.group, self.spec = group, spec
         self.consumer = consumer
         self.events = events
         #: acknowledgements sent and not yet answered, for the runner to record as ``unknown`` if the member is
@@ -183,8 +183,7 @@ def consumer_config(name: str, group: str, bootstrap: str, spec: ShareMemberSpec
     return config
 
 
-def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir: str, spec: ShareMemberSpec,
-                     share: ShareGroupSpec) -> int:
+def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir: str, spec: ShareMemberSpec) -> int:
     """Run one share-group member until SIGTERM/SIGINT; the worker's exit code.
 
     No ``member_start`` is written: its fields (assignor, rebalance protocol, commit mode, instance id) describe a
@@ -192,15 +191,14 @@ def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir:
     import confluent_kafka
 
     events = EventWriter.for_run(run_dir, name)
-    member = ShareMember(name, group, spec, share, None, events, InflightCommits(inflight_path(run_dir, name)))
+    consumer = confluent_kafka.ShareConsumer(consumer_config(name, group, bootstrap, spec))
+    member = ShareMember(group, spec, consumer, events, InflightCommits(inflight_path(run_dir, name)))
 
     def stop(*_: object) -> None:
         member.stopping = True
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    consumer = confluent_kafka.ShareConsumer(consumer_config(name, group, bootstrap, spec))
-    member.consumer = consumer
     clean = True
     try:
         consumer.subscribe([topic])

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from chaos.model.cluster import DEFAULT_KAFKA_VERSION
-from chaos.model.share import ShareGroupSpec, ShareMemberSpec
+from chaos.model.share import ShareMemberSpec
 from chaos.model.workload import (
     ConsumerSpec,
     ProducerSpec,
@@ -35,9 +35,8 @@ class WorkerConfig(_Frozen):
     topic: str
     group: str
     consumer: ConsumerSpec | None = None
-    #: a share-group member (KIP-932) instead of ``consumer``, with its group's settings
+    #: a share-group member (KIP-932) instead of ``consumer`` (the group's settings are set by the runner)
     share_member: ShareMemberSpec | None = None
-    share_group: ShareGroupSpec | None = None
     producer: ProducerSpec | None = None
     #: a "module:function" the consumer calls per record (users' own processing logic)
     handler: str | None = None

@@ -20,12 +20,11 @@ def main(argv: list[str]) -> int:
     from chaos.model.workload import Client
     from chaos.workload.libraries import check_imported
 
-    if cfg.share_member is not None and cfg.share_group is not None:
+    if cfg.share_member is not None:
         from chaos.workload.share_member import run_share_member
 
         check_imported(cfg.share_member)
-        return run_share_member(cfg.name, cfg.group, cfg.topic, cfg.bootstrap, cfg.run_dir, cfg.share_member,
-                                cfg.share_group)
+        return run_share_member(cfg.name, cfg.group, cfg.topic, cfg.bootstrap, cfg.run_dir, cfg.share_member)
 
     if cfg.consumer is not None:
         check_imported(cfg.consumer)
