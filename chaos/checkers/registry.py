@@ -30,6 +30,7 @@ from chaos.checkers import (
     share_completion,
     share_delivery,
     share_ownership,
+    share_processing,
     share_progress,
     static_membership,
 )
@@ -63,6 +64,7 @@ CHECKERS: Mapping[CheckerName, Callable[[History, ResolvedBounds], Result]] = {
     CheckerName.SHARE_DELIVERY: share_delivery.check,
     CheckerName.SHARE_COMPLETION: share_completion.check,
     CheckerName.SHARE_PROGRESS: share_progress.check,
+    CheckerName.SHARE_PROCESSING: share_processing.check,
 }
 
 

@@ -57,6 +57,7 @@ from chaos.history import (
     ShareAcquired,
     ShareGroupStateSample,
     ShareLockExpired,
+    ShareProcessed,
 )
 from chaos.model.checker_name import CheckerName
 from chaos.model.fault_traits import FaultTrait
@@ -70,7 +71,8 @@ LOCK_KEYS = ("group.share.record.lock.duration.ms", "share.record.lock.duration.
 LIMIT_KEYS = ("group.share.delivery.count.limit", "share.delivery.count.limit")
 SESSION_KEYS = ("group.share.session.timeout.ms", "share.session.timeout.ms")
 
-SHARE_TYPES: tuple[type[Event], ...] = (ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareGroupStateSample)
+SHARE_TYPES: tuple[type[Event], ...] = (ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareProcessed,
+                                        ShareGroupStateSample)
 #: (group, topic, partition, offset)
 RecordKey = tuple[str, str, int, int]
 _ENDING = frozenset({ShareAckType.ACCEPT, ShareAckType.RELEASE, ShareAckType.REJECT})
@@ -105,6 +107,8 @@ class Hold:
     offset: int
     lock_ns: int
     acks: list[ShareAcknowledged] = field(default_factory=list)
+    #: the member's processing of the record while this was its latest acquisition of it (``share_processed``)
+    processed: list[ShareProcessed] = field(default_factory=list)
     #: the member's first ``member_stop`` after the acquisition, and the last share event it recorded before it
     stop: MemberStop | None = None
     stop_floor_ns: int | None = None
@@ -185,8 +189,9 @@ class Hold:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerFault:
-    """A fault that took a node out that is not a member: a possible change of share-partition leader."""
+class FaultSpan:
+    """A fault in effect from ``start_ns`` to ``end_ns`` (the run's end when it never healed): on a broker (a
+    possible change of share-partition leader) or on a member."""
 
     seq: int
     fault_id: str
@@ -206,9 +211,13 @@ class ShareView:
         acquisitions = idx.of(ShareAcquired)
         acks = idx.of(ShareAcknowledged)
         expiries = idx.of(ShareLockExpired)
-        own_events: list[ShareAcquired | ShareAcknowledged | ShareLockExpired] = [*acquisitions, *acks, *expiries]
+        processed = idx.of(ShareProcessed)
+        own_events: list[ShareAcquired | ShareAcknowledged | ShareLockExpired | ShareProcessed] = [
+            *acquisitions, *acks, *expiries, *processed]
         self.groups: list[str] = sorted({e.group for e in own_events} | set(self.samples))
         self.members: set[str] = {e.source for e in own_events}
+        #: groups whose members record their processing (kafka-chaos's own loop does, for every member alike)
+        self.processing_groups: set[str] = {e.group for e in processed}
         self._lock_ms = {g: self._group_setting(history, g, "record_lock_duration_ms", LOCK_KEYS,
                                                 KAFKA_DEFAULT_LOCK_MS) for g in self.groups}
         self._limit = {g: self._group_setting(history, g, "delivery_count_limit", LIMIT_KEYS,
@@ -221,9 +230,10 @@ class ShareView:
         self.holds: dict[RecordKey, list[Hold]] = {}
         self.unheld_acks: list[tuple[ShareAcknowledged, int]] = []
         self.expiries: dict[tuple[RecordKey, str], list[ShareLockExpired]] = {}
+        self.unheld_processing: list[tuple[ShareProcessed, int]] = []
         latest: dict[tuple[RecordKey, str], Hold] = {}
-        stream = cast("list[ShareAcquired | ShareAcknowledged | ShareLockExpired]",
-                      idx.stream((ShareAcquired, ShareAcknowledged, ShareLockExpired)))
+        stream = cast("list[ShareAcquired | ShareAcknowledged | ShareLockExpired | ShareProcessed]",
+                      idx.stream((ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareProcessed)))
         for e in stream:
             for offset in e.offsets:
                 key = (e.group, e.topic, e.partition, offset)
@@ -238,6 +248,12 @@ class ShareView:
                         self.unheld_acks.append((e, offset))
                     else:
                         got.acks.append(e)
+                elif type(e) is ShareProcessed:
+                    got = latest.get((key, e.source))
+                    if got is None:
+                        self.unheld_processing.append((e, offset))
+                    else:
+                        got.processed.append(e)
                 else:
                     self.expiries.setdefault((key, e.source), []).append(e)
 
@@ -258,6 +274,7 @@ class ShareView:
                     h.stop_floor_ns = max(before) if before else stop.mono_ns
 
         self.broker_faults = _broker_faults(idx, self.members)
+        self.member_faults = _member_faults(idx, self.members)
 
     @staticmethod
     def _group_setting(history: History, group: str, name: str, keys: Iterable[str], default: int) -> int:
@@ -281,10 +298,17 @@ class ShareView:
     def limit(self, group: str) -> int:
         return self._limit[group]
 
-    def broker_fault_in(self, lo: int | None, hi: int) -> BrokerFault | None:
+    def broker_fault_in(self, lo: int | None, hi: int) -> FaultSpan | None:
         """A broker fault in effect at some moment of [lo, hi] (lo None: any time up to hi)."""
         for f in self.broker_faults:
             if f.start_ns <= hi and (lo is None or f.end_ns >= lo):
+                return f
+        return None
+
+    def member_fault_in(self, member: str, lo: int, hi: int) -> FaultSpan | None:
+        """A fault on ``member`` itself (its process, its links) in effect at some moment of [lo, hi]."""
+        for f in self.member_faults.get(member, ()):
+            if f.start_ns <= hi and f.end_ns >= lo:
                 return f
         return None
 
@@ -292,13 +316,22 @@ class ShareView:
         return ((k, hs) for k, hs in self.holds.items() if k[0] == group)
 
 
-def _broker_faults(idx: HistoryIndex, members: set[str]) -> list[BrokerFault]:
+def _broker_faults(idx: HistoryIndex, members: set[str]) -> list[FaultSpan]:
     consumers = members | {s.source for s in idx.of(MemberStart)}
     ends = {e.fault_id: e.mono_ns for e in idx.of(FaultEnd)}
     out = []
     for f in idx.of(FaultStart):
         if FaultTrait.TAKES_TARGET_OUT in f.effects and any(n not in consumers for n in f.nodes):
-            out.append(BrokerFault(f.seq, f.fault_id, f.mono_ns, ends.get(f.fault_id, idx.last_ns)))
+            out.append(FaultSpan(f.seq, f.fault_id, f.mono_ns, ends.get(f.fault_id, idx.last_ns)))
+    return out
+
+
+def _member_faults(idx: HistoryIndex, members: set[str]) -> dict[str, list[FaultSpan]]:
+    ends = {e.fault_id: e.mono_ns for e in idx.of(FaultEnd)}
+    out: dict[str, list[FaultSpan]] = {}
+    for f in idx.of(FaultStart):
+        for n in set(f.nodes) & members:
+            out.setdefault(n, []).append(FaultSpan(f.seq, f.fault_id, f.mono_ns, ends.get(f.fault_id, idx.last_ns)))
     return out
 
 

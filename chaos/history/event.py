@@ -91,6 +91,7 @@ class Kind(StrEnum):
     SHARE_ACQUIRED = "share_acquired"
     SHARE_ACKNOWLEDGED = "share_acknowledged"
     SHARE_LOCK_EXPIRED = "share_lock_expired"
+    SHARE_PROCESSED = "share_processed"
     SHARE_GROUP_STATE = "share_group_state"
 
 
@@ -572,6 +573,26 @@ class ShareLockExpired(Event):
 
 @final
 @dataclass(frozen=True, slots=True)
+class ShareProcessed(Event):
+    """A share-group member's application processed one record it had acquired: from ``started_ns`` to
+    ``mono_ns`` (both the member's own CLOCK_MONOTONIC, so ordered exactly against its other events).
+    ``delivery_count`` is the one of the acquisition it processed. Evidence for the application's side of KIP-932's
+    contract ("In-flight records": a record is the member's only while Acquired by it; an accept is final): a
+    record is processed while its lock holds and accepted only after it was processed (share-processing). Kept
+    apart from ``consumed``, a consumer-group member's record under a generation."""
+
+    group: Name
+    topic: Name
+    partition: Int32
+    offsets: tuple[int, ...]
+    delivery_count: Int32 | None
+    member_id: Name | None
+    started_ns: int
+    kind: ClassVar[Kind] = Kind.SHARE_PROCESSED
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class ShareGroupStateSample(Event):
     """The observer's sample of a share group: ShareGroupDescribe at the group coordinator (``state``: Empty,
     Stable, Dead or Unknown, ``ShareGroup.ShareGroupState``; ``members`` with their assignment and member epoch,
@@ -676,7 +697,8 @@ class FinalRead(Event):
 EVENT_TYPES: tuple[type[Event], ...] = (
     SendOk, SendFail, SendUnknown, MemberStart, Assigned, Revoked, Lost, Consumed, Commit,
     ErrorEvent, MemberStop, GroupStateSample, BrokerLog, CommittedOffsets, FaultStart, FaultEnd,
-    FaultVerified, PhaseEvent, FinalRead, ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareGroupStateSample,
+    FaultVerified, PhaseEvent, FinalRead, ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareProcessed,
+    ShareGroupStateSample,
 )
 EVENT_CLASS: dict[Kind, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}
 assert len(EVENT_CLASS) == len(Kind), "every Kind needs exactly one event class"

@@ -38,10 +38,12 @@ class CheckerName(StrEnum):
     #: share groups: the share-partition start offset never goes back; a dead member's records are acquired again
     #: within their lock
     SHARE_PROGRESS = "share-progress"
+    #: share groups, the application's side: a record processed while its lock holds, accepted only once processed
+    SHARE_PROCESSING = "share-processing"
 
 
 #: the checkers of share groups (KIP-932)
 SHARE_CHECKERS = frozenset({CheckerName.SHARE_OWNERSHIP, CheckerName.SHARE_DELIVERY, CheckerName.SHARE_COMPLETION,
-                            CheckerName.SHARE_PROGRESS})
+                            CheckerName.SHARE_PROGRESS, CheckerName.SHARE_PROCESSING})
 #: the checkers that judge whatever group the run had: the fault-execution precondition
 GROUP_NEUTRAL_CHECKERS = frozenset({CheckerName.FAULTS})

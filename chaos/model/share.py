@@ -13,6 +13,7 @@ resource before the members start, each bounded by the brokers' ``group.share.mi
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -32,14 +33,29 @@ GROUP_DELIVERY_LIMIT_RELEASE = (4, 3)
 KAFKA_DELIVERY_COUNT_LIMIT = 5
 
 
+class ShareWrongMode(StrEnum):
+    """Deliberately wrong share consumers the share-processing checker must catch (docs/share-groups.md, "A wrong
+    share consumer").
+
+    - ``accept_before_processing``: each poll's records are accepted (and committed) first, processed after: a
+      member that dies between the two has had records accepted (final, KIP-932) that nobody processed.
+    - ``process_past_lock``: every record of a poll is processed, however long it takes, and accepted after: past
+      the acquisition lock the record is no longer the member's, another member may be handed it meanwhile.
+    """
+
+    ACCEPT_BEFORE_PROCESSING = "accept_before_processing"
+    PROCESS_PAST_LOCK = "process_past_lock"
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
 
 class ShareMemberSpec(_Frozen):
     """One member of the share group: kafka-chaos's own loop over the client's share consumer. Each poll's records
-    are processed, acknowledged ACCEPT one by one (explicit acknowledgement, ``share.acknowledgement.mode``) and
-    committed synchronously, so every acknowledgement has its answer in the history."""
+    are processed while their lock leaves time for it, the processed ones acknowledged ACCEPT and the rest RELEASE
+    (explicit acknowledgement, ``share.acknowledgement.mode``), committed synchronously, so every acknowledgement
+    has its answer in the history (:mod:`chaos.workload.share_member`)."""
 
     #: only confluent-kafka's ``ShareConsumer`` is wired (Kafka's Java ``KafkaShareConsumer`` is not yet)
     client: Client = Client.CONFLUENT_KAFKA
@@ -51,6 +67,11 @@ class ShareMemberSpec(_Frozen):
     lane: str = "lane0"
     #: how long the client waits for one answer (librdkafka ``socket.timeout.ms``); None: the client's default
     request_timeout_ms: Annotated[int, Field(ge=1000, le=300000)] | None = None
+    #: ``max.poll.records``: at most this many records per poll (librdkafka asks the broker to acquire no more per
+    #: ShareFetch; best effort); None: the client's default (500)
+    max_records: Annotated[int, Field(ge=1, le=10000)] | None = None
+    #: deliberately wrong on purpose (:class:`ShareWrongMode`); None: the reference behaviour
+    wrong_mode: ShareWrongMode | None = None
 
     # what the run lifecycle asks of every member: a share member is kafka-chaos's own loop, never the application's
     @property
@@ -70,6 +91,9 @@ class ShareMemberSpec(_Frozen):
         if self.client is not Client.CONFLUENT_KAFKA:
             raise ValueError(f"client {self.client.value}: share-group members run confluent-kafka's ShareConsumer "
                              "only (the Java KafkaShareConsumer and kafka-python are not wired): use confluent-kafka")
+        if self.wrong_mode is ShareWrongMode.PROCESS_PAST_LOCK and not self.processing_delay_ms:
+            raise ValueError("wrong_mode process_past_lock needs processing time to run past the lock: set "
+                             "processing_delay_ms")
         if self.client_version is not None:
             parse_client_release(f"{self.client.value}={self.client_version}")
             if release(self.client_version) < CONFLUENT_SHARE_CONSUMER:

@@ -8,7 +8,8 @@
 - ``report.html`` (self-contained), ``summary.json`` (everything below, machine-readable);
 - ``nightly.csv``, ``by_invariant.csv``, ``ttr_by_fault.csv``, ``liveness.csv`` (per experiment and Kafka
   version: longest rebalance and unavailability distributions), ``by_versions.csv`` (verdicts and figures per
-  experiment x Kafka version x client versions), ``trend.csv``, ``recheck.csv``,
+  experiment x Kafka version x client versions), ``share.csv`` (share groups per experiment and Kafka version:
+  redeliveries per 1000 records, time to reacquire a dead member's records), ``trend.csv``, ``recheck.csv``,
   ``violations.csv``, ``runs.csv``, ``findings.csv`` (the findings of ``chaos explore`` archives, one row per
   signature over all archives: :func:`chaos.report.archive.group_findings`; only the header when none).
 
@@ -256,7 +257,8 @@ def _build(spark, contents: Contents, givens: list[str], out: Path, nights: list
     findings = group_findings(contents.findings)
     explorations = exploration_rows(contents.explorations)
     csvs = {"nightly.csv": nightly, "by_invariant.csv": agg["by_invariant"], "ttr_by_fault.csv": agg["ttr_by_fault"],
-            "liveness.csv": agg["liveness"], "by_versions.csv": agg["by_versions"], "pass_rates.csv": rates,
+            "liveness.csv": agg["liveness"], "by_versions.csv": agg["by_versions"], "share.csv": agg["share"],
+            "pass_rates.csv": rates,
             "trend.csv": trend, "recheck.csv": rc, "violations.csv": violations,
             "runs.csv": runs_pd.drop(columns=["failed_checkers", "unknown_checkers"]).assign(
                 failed_checkers=runs_pd["failed_checkers"].map(lambda v: " ".join(v) if v is not None else "")),
@@ -275,7 +277,7 @@ def _build(spark, contents: Contents, givens: list[str], out: Path, nights: list
         "violations": int(len(violations)),
         "nightly": _records(nightly), "trend": _records(trend), "by_invariant": _records(agg["by_invariant"]),
         "ttr_by_fault": _records(agg["ttr_by_fault"]), "liveness": _records(agg["liveness"]),
-        "by_versions": _records(agg["by_versions"]),
+        "by_versions": _records(agg["by_versions"]), "share": _records(agg["share"]),
         "findings": findings, "explorations": explorations,
         "pass_rates": _records(rates), "flaky": int(rates["flaky"].sum()) if len(rates) else 0,
         "recheck": {"compared": int(rc["compared"].sum()) if len(rc) else 0,
@@ -329,6 +331,8 @@ def _build(spark, contents: Contents, givens: list[str], out: Path, nights: list
         by_invariant=render.table(agg["by_invariant"], left=["date", "experiment", "invariant"]),
         ttr_table=render.table(agg["ttr_by_fault"], left=["date", "experiment", "fault_type"]),
         liveness_table=render.table(agg["liveness"], left=["experiment", "kafka_version"]),
+        share_table=(render.table(agg["share"], left=["experiment", "kafka_version"]) if len(agg["share"]) else
+                     '<p class="note">no share-group runs</p>'),
         versions_table=_versions_section(agg["by_versions"]),
         plots=render.distribution_plots(faults, rebalances, zombies, unavail, nightly),
         trend_table=render.table(trend, left=["date", "experiment", "previous_date"],

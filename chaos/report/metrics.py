@@ -18,6 +18,8 @@ Definitions:
 - *unavailability*: per partition, seconds without an owner after the group's first
   assignment (``partition_unavailability.unowned_s``);
 - *trend*: each night's figures against the previous night of the same experiment;
+- *share groups*: redeliveries per 1000 records and the time to reacquire a dead member's records, per
+  experiment and Kafka version (share-delivery's and share-progress's figures);
 - *by versions*: verdict counts, pass rate, lost and duplicate deliveries, run time to recover, longest
   rebalance, unavailability and zombie windows per experiment x Kafka version x client versions (the runs
   table's ``client_versions``: every ``"<client> <version>"`` the run's members started on).
@@ -115,6 +117,23 @@ SELECT experiment, coalesce(kafka_version, 'unknown') AS kafka_version, count(*)
 FROM runs GROUP BY experiment, coalesce(kafka_version, 'unknown') ORDER BY experiment, kafka_version
 """
 
+#: Share groups (KIP-932, issue 36) per experiment and Kafka version, over the runs whose share-delivery judged
+#: deliveries: redeliveries per 1000 records (a record acquired again after a release, a lock that ran out or a
+#: member's death, over all records delivered), and the time from a member's death to the reacquisition of the
+#: records it held (share-progress's longest per run; p50/p90/max over the runs where one came back).
+_SHARE = """
+SELECT experiment, coalesce(kafka_version, 'unknown') AS kafka_version, count(*) AS runs,
+       sum(CASE WHEN valid = 'true' THEN 1 ELSE 0 END) AS passed,
+       sum(share_records) AS records, sum(share_redeliveries) AS redeliveries,
+       CASE WHEN sum(share_records) > 0 THEN 1000 * sum(share_redeliveries) / sum(share_records) END
+           AS redeliveries_per_1000,
+       coalesce(sum(share_reacquired), 0) AS reacquired_after_death,
+       percentile(share_reacquire_max_s, 0.5) AS reacquire_p50_s,
+       percentile(share_reacquire_max_s, 0.9) AS reacquire_p90_s, max(share_reacquire_max_s) AS reacquire_max_s
+FROM runs WHERE share_records IS NOT NULL
+GROUP BY experiment, coalesce(kafka_version, 'unknown') ORDER BY experiment, kafka_version
+"""
+
 #: Verdicts and the main figures per experiment x Kafka version x client versions (issue 34: a version matrix):
 #: the runs of one experiment on each (Kafka version, members' client versions) side by side.
 _BY_VERSIONS = """
@@ -153,6 +172,7 @@ def compute(spark, tables: dict[str, Any]) -> dict[str, Any]:
         "ttr_by_fault": spark.sql(_TTR_BY_FAULT).toPandas(),
         "liveness": spark.sql(_LIVENESS).toPandas(),
         "by_versions": spark.sql(_BY_VERSIONS).toPandas(),
+        "share": spark.sql(_SHARE).toPandas(),
     }
     for name in ("nightly", "trend"):
         out[name]["date"] = out[name]["date"].astype(str)

@@ -156,6 +156,13 @@ def _runs_rows(runs: Sequence[RunFiles]) -> list[dict[str, Any]]:
             "unavailable_total_s": metrics.get("rebalance-liveness.unavailable_total_s"),
             "phases_over_bound": metrics.get("rebalance-liveness.phases_over_bound"),
             "phases_over_bound_explained": metrics.get("rebalance-liveness.phases_over_bound_explained"),
+            # share groups (issue 36): figures of share-delivery and share-progress (null on consumer-group runs,
+            # where they have nothing to judge); the time to reacquire only when a dead member's record came back
+            "share_records": metrics.get("share-delivery.records"),
+            "share_redeliveries": metrics.get("share-delivery.redeliveries"),
+            "share_reacquired": metrics.get("share-progress.reacquired"),
+            "share_reacquire_max_s": (metrics.get("share-progress.reacquire_max_s")
+                                      if metrics.get("share-progress.reacquired") else None),
             # members running the team's own loop through chaos.instrument (the re-check of generations skips
             # their ``consumed`` events, as the checker does: chaos/checkers/generations.py)
             "app_members": sorted(m for m, how in declared_application_members(h.get("experiment")).items()
@@ -217,7 +224,9 @@ RUNS_SCHEMA = ("run STRING, date STRING, experiment STRING, run_name STRING, run
                "consumed_records DOUBLE, time_to_recover_s DOUBLE, zombie_windows DOUBLE, "
                "zombie_window_max_s DOUBLE, unexplained_windows DOUBLE, liveness_valid STRING, "
                "longest_rebalance_s DOUBLE, unavailable_max_s DOUBLE, unavailable_total_s DOUBLE, "
-               "phases_over_bound DOUBLE, phases_over_bound_explained DOUBLE, app_members ARRAY<STRING>")
+               "phases_over_bound DOUBLE, phases_over_bound_explained DOUBLE, share_records DOUBLE, "
+               "share_redeliveries DOUBLE, share_reacquired DOUBLE, share_reacquire_max_s DOUBLE, "
+               "app_members ARRAY<STRING>")
 VIOLATIONS_SCHEMA = ("run STRING, date STRING, experiment STRING, checker STRING, checker_valid STRING, "
                      "finding INT, violation BOOLEAN, description STRING, evidence ARRAY<BIGINT>, at_s DOUBLE, "
                      "zombie_window_s DOUBLE")

@@ -241,8 +241,9 @@ class WorkloadRun:
     # ------------------------------------------------------------ members
     def start_member(self, name: str) -> ManagedProcess:
         spec = self.member_specs[name]
-        member: dict[str, Any] = ({"share_member": spec} if isinstance(spec, ShareMemberSpec)
-                                  else {"consumer": spec, "handler": self.handler})
+        member: dict[str, Any] = {"consumer": spec, "handler": self.handler}
+        if isinstance(spec, ShareMemberSpec) and self.spec.share is not None:
+            member = {"share_member": spec, "share_lock_ms": self.spec.share.record_lock_duration_ms}
         cfg = WorkerConfig(role="consumer", name=name, run_id=self.run_id, run_dir=str(self.run_dir),
                            bootstrap=self.cluster.bootstrap(spec.lane), topic=self.topic, group=self.group,
                            kafka_version=self.cluster.spec.kafka_version, **member)
@@ -298,9 +299,9 @@ class WorkloadRun:
         path = inflight_path(self.run_dir, name)
         for entry in InflightCommits.read(path):
             if entry.get("kind") == Kind.SHARE_ACKNOWLEDGED.value:  # a share member's acknowledgements (share_member)
-                for topic, partition, offsets in entry["partitions"]:
+                for topic, partition, offsets, ack_type in entry["partitions"]:
                     writer.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=entry["sent_ns"], group=entry["group"], topic=topic,
-                                partition=partition, offsets=offsets, ack_type="accept", member_id=None,
+                                partition=partition, offsets=offsets, ack_type=ack_type, member_id=None,
                                 outcome="unknown", error_code=None, error_name=f"_KILLED_{sig}")
                 continue
             writer.emit(Kind.COMMIT, group=entry["group"], offsets=entry["offsets"], generation=entry["generation"],

@@ -8,15 +8,24 @@ The loop, per poll (``share.acknowledgement.mode=explicit``, so nothing is ackno
    acquisition happened at an unknown earlier moment: ``fetched_ns`` is None (nothing bounds it from below), and
    ``lock_duration_ms`` is None (the client does not tell the lock the broker gave: the group's
    ``share.record.lock.duration.ms`` applies). ``delivery_count`` is ``Message.delivery_count()``.
-2. Each record is processed (``processing_delay_ms``). Processing is not recorded yet: no share checker reads it,
-   and a ``consumed`` event would be read by the report's consumer-group re-checks (docs/share-groups.md).
-3. Each record is acknowledged ACCEPT and ``commit_sync`` sends the acknowledgements; its answer, per partition,
-   is one ``share_acknowledged``: ``ok`` (no error), ``fail`` (the error the broker gave, e.g.
+2. The records are processed one by one (``processing_delay_ms``), each a ``share_processed`` (when it began and
+   ended), while the lock leaves time: a record is begun only if it can end before the poll's return plus
+   :data:`LOCK_BUDGET` of the lock (the lock began before the poll returned, at a moment the client does not
+   tell; the rest of the lock is the margin for that). Past the lock the record is no longer the member's:
+   another member may be handed it (KIP-932, "In-flight records").
+3. The processed records are acknowledged ACCEPT, the others RELEASE (Available again at once, for any member,
+   rather than when their lock runs out), and ``commit_sync`` sends the acknowledgements; its answer, per
+   partition and type, is one ``share_acknowledged``: ``ok`` (no error), ``fail`` (the error the broker gave, e.g.
    INVALID_RECORD_STATE for a record whose lock had run out), ``unknown`` (``commit_sync`` itself failed or timed
    out: sent or not, applied or not). ``mono_ns`` is when the acknowledgement was sent, ``answered_ns`` when the
    answer came. A member killed while ``commit_sync`` waits cannot say: its acknowledgements are mirrored in its
    in-flight file (:class:`chaos.workload.consumer.InflightCommits`) before they are sent, and the runner records
    them as ``unknown`` after the kill.
+
+A member stopping (SIGTERM) ends the record it is processing unprocessed and releases what it did not process.
+The wrong modes (:class:`chaos.model.share.ShareWrongMode`) change steps 2 and 3: ``accept_before_processing``
+accepts and commits every record first and processes them after; ``process_past_lock`` processes every record,
+whatever the lock, and accepts them all.
 
 ``member_id`` is None on every event: ``ShareConsumer`` does not expose the member id the coordinator gave (the
 checkers name members by ``source``).
@@ -32,7 +41,7 @@ from typing import Any, Protocol
 
 from chaos.history.event import Kind, ShareAckType
 from chaos.history.writer import EventWriter
-from chaos.model.share import ShareMemberSpec
+from chaos.model.share import ShareMemberSpec, ShareWrongMode
 from chaos.outcome import Outcome
 from chaos.workload.consumer import InflightCommits, inflight_path
 
@@ -40,6 +49,10 @@ from chaos.workload.consumer import InflightCommits, inflight_path
 POLL_TIMEOUT_S = 0.5
 #: commit_sync's bound (s): an answer lost on the wire is ``unknown`` after it
 COMMIT_TIMEOUT_S = 30.0
+#: the share of the lock, counted from the poll's return, within which the member ends processing a poll's records
+LOCK_BUDGET = 0.8
+#: confluent-kafka's ``AcknowledgeType`` values (``rd_kafka_share_AcknowledgeType_t``), by kafka-chaos's name
+ACK_TYPE_CODES = {ShareAckType.ACCEPT: 1, ShareAckType.RELEASE: 2, ShareAckType.REJECT: 3}
 
 
 class ShareRecord(Protocol):
@@ -87,7 +100,7 @@ class AckAnswer:
     error_name: str | None
 
 
-def ack_answers(sent: Mapping[tuple[str, int], Any], result: Mapping[Any, Any] | None,
+def ack_answers(sent: Iterable[tuple[str, int]], result: Mapping[Any, Any] | None,
                 failure: BaseException | None) -> list[AckAnswer]:
     """Each partition's answer to a ``commit_sync``: ``result`` maps a TopicPartition to None (accepted) or the
     KafkaException the broker's error became; a partition acknowledged but absent from ``result``, or every
@@ -113,61 +126,93 @@ def ack_answers(sent: Mapping[tuple[str, int], Any], result: Mapping[Any, Any] |
 
 
 class ShareMember:
-    """The loop (module docstring); ``consumer`` is a confluent-kafka ``ShareConsumer`` subscribed to the topic."""
+    """The loop (module docstring); ``consumer`` is a confluent-kafka ``ShareConsumer`` subscribed to the topic,
+    ``lock_ms`` the group's record lock duration (None: no bound on processing)."""
 
     def __init__(self, group: str, spec: ShareMemberSpec, consumer: Any, events: EventWriter,
-                 inflight: InflightCommits | None = None) -> None:
+                 inflight: InflightCommits | None = None, lock_ms: int | None = None) -> None:
         self.group, self.spec = group, spec
         self.consumer = consumer
         self.events = events
         #: acknowledgements sent and not yet answered, for the runner to record as ``unknown`` if the member is
         #: killed meanwhile (as a consumer-group member's in-flight commits)
         self.inflight = inflight
+        self.lock_ms = lock_ms
         self.stopping = False
 
     def run(self) -> None:
         while not self.stopping:
             records = [r for r in self.consumer.poll(POLL_TIMEOUT_S) if r.error() is None]
-            if not records:
-                continue
-            batch = acquisitions(records)
-            for a in batch:
-                self.events.emit(Kind.SHARE_ACQUIRED, group=self.group, topic=a.topic, partition=a.partition,
-                                 offsets=a.offsets, delivery_count=a.delivery_count, member_id=None,
-                                 lock_duration_ms=None, fetched_ns=None)
-            self._process(batch)
-            self._accept(records)
+            if records:
+                self.handle(records)
 
-    def _sleep(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while not self.stopping and time.monotonic() < end:
-            time.sleep(min(0.1, end - time.monotonic()))
+    def handle(self, records: list[Any]) -> None:
+        """One poll's records: recorded as acquired, processed and acknowledged (module docstring)."""
+        got_ns = time.monotonic_ns()
+        for a in acquisitions(records):
+            self.events.emit(Kind.SHARE_ACQUIRED, mono_ns=got_ns, group=self.group, topic=a.topic,
+                             partition=a.partition, offsets=a.offsets, delivery_count=a.delivery_count,
+                             member_id=None, lock_duration_ms=None, fetched_ns=None)
+        wrong = self.spec.wrong_mode
+        if wrong is ShareWrongMode.ACCEPT_BEFORE_PROCESSING:
+            self._acknowledge(records, [])
+            self._process(records, None)
+            return
+        deadline = None
+        if self.lock_ms is not None and wrong is not ShareWrongMode.PROCESS_PAST_LOCK:
+            deadline = got_ns + int(self.lock_ms * LOCK_BUDGET * 1_000_000)
+        done = self._process(records, deadline)
+        self._acknowledge(done, records[len(done):])
 
-    def _process(self, batch: list[Acquisition]) -> None:
-        for a in batch:
-            if self.spec.processing_delay_ms:
-                self._sleep(len(a.offsets) * self.spec.processing_delay_ms / 1000)
-
-    def _accept(self, records: list[Any]) -> None:
-        sent: dict[tuple[str, int], list[int]] = {}
+    def _process(self, records: list[Any], deadline_ns: int | None) -> list[Any]:
+        """Process ``records`` in order, each begun only if it can end by ``deadline_ns``; the processed ones (a
+        prefix). A stop request ends the one under way unprocessed."""
+        delay_ns = int(self.spec.processing_delay_ms * 1_000_000)
+        done: list[Any] = []
         for r in records:
-            self.consumer.acknowledge(r)
-            sent.setdefault((r.topic(), r.partition()), []).append(r.offset())
+            started = time.monotonic_ns()
+            if self.stopping or (deadline_ns is not None and started + delay_ns > deadline_ns):
+                break
+            if delay_ns and not self._sleep_until(started + delay_ns):
+                break
+            self.events.emit(Kind.SHARE_PROCESSED, group=self.group, topic=r.topic(), partition=r.partition(),
+                             offsets=(r.offset(),), delivery_count=r.delivery_count(), member_id=None,
+                             started_ns=started)
+            done.append(r)
+        return done
+
+    def _sleep_until(self, end_ns: int) -> bool:
+        """Sleep until ``end_ns``; False when a stop request came first."""
+        while (left := end_ns - time.monotonic_ns()) > 0:
+            if self.stopping:
+                return False
+            time.sleep(min(0.1, left / 1e9))
+        return True
+
+    def _acknowledge(self, accept: list[Any], release: list[Any]) -> None:
+        sent: dict[tuple[str, int, ShareAckType], list[int]] = {}
+        for ack_type, records in ((ShareAckType.ACCEPT, accept), (ShareAckType.RELEASE, release)):
+            for r in records:
+                self.consumer.acknowledge(r, ACK_TYPE_CODES[ack_type])
+                sent.setdefault((r.topic(), r.partition(), ack_type), []).append(r.offset())
+        if not sent:
+            return
         sent_ns = time.monotonic_ns()
         token = None if self.inflight is None else self.inflight.add({
             "kind": "share_acknowledged", "group": self.group, "sent_ns": sent_ns,
-            "partitions": [[t, p, sorted(offs)] for (t, p), offs in sent.items()]})
+            "partitions": [[t, p, sorted(offs), ack.value] for (t, p, ack), offs in sent.items()]})
         result, failure = None, None
         try:
             result = self.consumer.commit_sync(COMMIT_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - a commit that raised is an unknown outcome, recorded
             failure = exc
         answered = time.monotonic_ns()
-        for ans in ack_answers(sent, result, failure):
-            self.events.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=sent_ns, group=self.group, topic=ans.topic,
-                             partition=ans.partition, offsets=tuple(sorted(sent[(ans.topic, ans.partition)])),
-                             ack_type=ShareAckType.ACCEPT, member_id=None, outcome=ans.outcome,
-                             error_code=ans.error_code, error_name=ans.error_name,
+        by_tp = {(a.topic, a.partition): a for a in ack_answers({(t, p) for t, p, _ in sent}, result, failure)}
+        for (t, p, ack_type), offsets in sent.items():
+            ans = by_tp[(t, p)]
+            self.events.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=sent_ns, group=self.group, topic=t, partition=p,
+                             offsets=tuple(sorted(offsets)), ack_type=ack_type, member_id=None,
+                             outcome=ans.outcome, error_code=ans.error_code, error_name=ans.error_name,
                              answered_ns=None if ans.outcome is Outcome.UNKNOWN else answered)
         if self.inflight is not None and token is not None:
             self.inflight.done(token)
@@ -180,10 +225,13 @@ def consumer_config(name: str, group: str, bootstrap: str, spec: ShareMemberSpec
                                  "share.acknowledgement.mode": "explicit", "log_level": 3}
     if spec.request_timeout_ms is not None:
         config["socket.timeout.ms"] = spec.request_timeout_ms
+    if spec.max_records is not None:
+        config["max.poll.records"] = spec.max_records
     return config
 
 
-def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir: str, spec: ShareMemberSpec) -> int:
+def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir: str, spec: ShareMemberSpec,
+                     lock_ms: int | None = None) -> int:
     """Run one share-group member until SIGTERM/SIGINT; the worker's exit code.
 
     No ``member_start`` is written: its fields (assignor, rebalance protocol, commit mode, instance id) describe a
@@ -192,7 +240,7 @@ def run_share_member(name: str, group: str, topic: str, bootstrap: str, run_dir:
 
     events = EventWriter.for_run(run_dir, name)
     consumer = confluent_kafka.ShareConsumer(consumer_config(name, group, bootstrap, spec))
-    member = ShareMember(group, spec, consumer, events, InflightCommits(inflight_path(run_dir, name)))
+    member = ShareMember(group, spec, consumer, events, InflightCommits(inflight_path(run_dir, name)), lock_ms)
 
     def stop(*_: object) -> None:
         member.stopping = True

@@ -37,6 +37,8 @@ class WorkerConfig(_Frozen):
     consumer: ConsumerSpec | None = None
     #: a share-group member (KIP-932) instead of ``consumer`` (the group's settings are set by the runner)
     share_member: ShareMemberSpec | None = None
+    #: the share group's ``share.record.lock.duration.ms``: a share member's time to process a poll's records
+    share_lock_ms: int | None = None
     producer: ProducerSpec | None = None
     #: a "module:function" the consumer calls per record (users' own processing logic)
     handler: str | None = None

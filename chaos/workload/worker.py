@@ -24,7 +24,8 @@ def main(argv: list[str]) -> int:
         from chaos.workload.share_member import run_share_member
 
         check_imported(cfg.share_member)
-        return run_share_member(cfg.name, cfg.group, cfg.topic, cfg.bootstrap, cfg.run_dir, cfg.share_member)
+        return run_share_member(cfg.name, cfg.group, cfg.topic, cfg.bootstrap, cfg.run_dir, cfg.share_member,
+                                cfg.share_lock_ms)
 
     if cfg.consumer is not None:
         check_imported(cfg.consumer)

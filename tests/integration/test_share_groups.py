@@ -53,3 +53,22 @@ def test_a_share_group_keeps_its_promises_under_faults(_chaos_pool, tmp_path, na
     faults = json.loads((run_dir / "faults.json").read_text())
     assert all(f["fired"] and f["effect_ok"] for f in faults), faults
     assert all(r.valid is Validity.TRUE for r in got.values()), {k: (r.valid, r.summary) for k, r in got.items()}
+
+
+@pytest.mark.parametrize("name", ["share-wrong-accept-before-processing",
+                                  pytest.param("share-wrong-processing-past-lock", marks=pytest.mark.slow)])
+def test_a_wrong_share_consumer_is_caught_by_share_processing(_chaos_pool, tmp_path, name):
+    """The wrong member breaks the application's side of the contract; Kafka's side holds (the other share
+    checkers stay green), and share-processing names the wrong member only."""
+    run_dir, got = _run(_chaos_pool, name, 42, tmp_path)
+    processing = got[CheckerName.SHARE_PROCESSING]
+    assert processing.valid is Validity.FALSE, processing.summary
+    assert all("consumer-1" in f.description for f in processing.violations), processing.violations[:3]
+    metric = ("accepted_before_processed" if name == "share-wrong-accept-before-processing"
+              else "processed_past_lock")
+    assert processing.metrics[metric] > 0, processing.metrics
+    others = {k: (r.valid, r.summary) for k, r in got.items() if k is not CheckerName.SHARE_PROCESSING}
+    assert all(v is Validity.TRUE for v, _ in others.values()), others
+    # the reference members processed too, and never out of order
+    processed = {e["source"] for e in _events(run_dir, "share_processed")}
+    assert processed == {"consumer-0", "consumer-1", "consumer-2"}

@@ -35,8 +35,8 @@ SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 60
 REPORT_TIMEOUT_S = 240
 #: the CSVs and summary fields that must be the same whatever master ran the job
-COMPARED_CSVS = ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "by_versions.csv", "trend.csv",
-                 "recheck.csv", "violations.csv", "runs.csv")
+COMPARED_CSVS = ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "by_versions.csv", "share.csv",
+                 "trend.csv", "recheck.csv", "violations.csv", "runs.csv")
 COMPARED_SUMMARY = ("runs", "experiments", "nights", "events", "torn_lines_dropped", "passed", "failed",
                     "inconclusive", "violations", "recheck")
 

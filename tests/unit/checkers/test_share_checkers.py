@@ -1,4 +1,4 @@
-"""Share groups (issue 36, KIP-932): the share events read and write back, and the four share checkers on the
+"""Share groups (issue 36, KIP-932): the share events read and write back, and the five share checkers on the
 hand-made histories of fixtures/histories/make_share_fixtures.py, their variations, and consumer-group histories.
 
 The fixtures themselves (each bad history fires its checker citing the right seqs, each near miss passes, every
@@ -42,9 +42,10 @@ sys.path.insert(0, str(FIXTURES))
 import make_share_fixtures as ms  # noqa: E402 - a script beside the fixtures, not a package
 
 SHARE = (CheckerName.SHARE_OWNERSHIP, CheckerName.SHARE_DELIVERY, CheckerName.SHARE_COMPLETION,
-         CheckerName.SHARE_PROGRESS)
+         CheckerName.SHARE_PROGRESS, CheckerName.SHARE_PROCESSING)
 MODULES = {CheckerName.SHARE_OWNERSHIP: "share_ownership", CheckerName.SHARE_DELIVERY: "share_delivery",
-           CheckerName.SHARE_COMPLETION: "share_completion", CheckerName.SHARE_PROGRESS: "share_progress"}
+           CheckerName.SHARE_COMPLETION: "share_completion", CheckerName.SHARE_PROGRESS: "share_progress",
+           CheckerName.SHARE_PROCESSING: "share_processing"}
 
 
 def built(name: str) -> tuple[History, dict[str, int]]:
@@ -569,3 +570,96 @@ def test_a_member_that_stops_after_its_lock_ran_out_leaves_no_orphan():
     lived, _ = edited("not_reacquired", later_stop)
     r = judge(lived, CheckerName.SHARE_PROGRESS)
     assert r.valid is not Validity.FALSE and r.metrics["orphans"] == 0, (r.valid, r.summary)
+
+
+# ------------------------------------------------------------------------------------------- share-processing
+
+
+def _shifted(name: str, seq: int, dt_s: float, field: str = "mono_ns") -> History:
+    """Scenario ``name`` with event ``seq``'s ``field`` moved by ``dt_s``."""
+    def move(e: dict[str, Any]) -> dict[str, Any]:
+        return {**e, field: e[field] + int(dt_s * 1e9)} if e["seq"] == seq else e
+
+    return edited(name, move)[0]
+
+
+def test_without_processing_evidence_processing_is_unknown():
+    # every other share scenario: members that record acquisitions and acknowledgements but not their processing
+    r = judge(built("overlap")[0], CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.UNKNOWN and "no member recorded its processing" in r.summary, r.summary
+
+
+def test_an_accept_before_the_processing_ended_and_one_never_processed():
+    h, s = built("accepted_early")
+    r = judge(h, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and r.metrics["accepted_before_processed"] == 2, r.summary
+    assert r.metrics["accepted_never_processed"] == 1
+    texts = " | ".join(f.description for f in r.violations)
+    assert "its processing ended only at" in texts and "without processing it: accepted" in texts, texts
+    assert {s["accept"], s["late"], s["stop"]} <= cited(r)
+
+
+def test_an_accept_at_the_instant_processing_ended_is_after_it():
+    h, s = built("processed_in_time")
+    assert judge(h, CheckerName.SHARE_PROCESSING).valid is Validity.TRUE
+    # the same accept stamped 1 ns before the processing ended: accepted before processed
+    early = _shifted("processed_in_time", s["accept"], -1e-9)
+    r = judge(early, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and r.metrics["accepted_before_processed"] == 1, r.summary
+
+
+def test_a_refused_accept_before_processing_is_not_judged():
+    def refuse(e: dict[str, Any]) -> dict[str, Any]:
+        if e["kind"] == "share_acknowledged" and e["source"] == "consumer-0" and e["offsets"] == [1, 2]:
+            return {**e, "outcome": "fail", "error_code": 121, "error_name": "INVALID_RECORD_STATE"}
+        return e
+
+    r = judge(edited("accepted_early", refuse)[0], CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.TRUE and r.metrics["accepted_before_processed"] == 0, r.summary
+
+
+def test_processing_begun_after_the_lock():
+    h, s = built("began_past_lock")
+    r = judge(h, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and r.metrics["processed_past_lock"] == 1, r.summary
+    assert "began processing the record" in r.violations[0].description
+    assert "meanwhile consumer-1 (delivery 2" in r.violations[0].description
+    assert {s["acquired"], s["processed"], s["other"]} <= cited(r)
+
+
+def test_processing_that_ran_past_the_lock():
+    h, s = built("ran_past_lock")
+    r = judge(h, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and "past its lock" in r.violations[0].description, r.summary
+    # ending 0.2 s earlier, 0.4 s past the 2 s lock: within the slack
+    r = judge(_shifted("ran_past_lock", s["processed"], -0.2), CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.TRUE, r.summary
+
+
+def test_a_processing_end_just_past_the_slack_is_a_violation():
+    h, s = built("processed_in_time")
+    r = judge(_shifted("processed_in_time", s["processed"], 0.11), CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and r.metrics["processed_past_lock"] == 1, r.summary
+
+
+def test_a_pause_of_the_member_explains_an_overrun_but_not_a_start_after_the_lock():
+    h, s = built("paused_while_processing")
+    r = judge(h, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.TRUE and r.metrics["past_lock_explained"] == 1, r.summary
+    assert any("explained by fault p0" in f.description for f in r.findings)
+    # the same processing begun after the pause (past the lock): the pause explains nothing
+    late = _shifted("paused_while_processing", s["processed"], 2.95, field="started_ns")
+    r = judge(late, CheckerName.SHARE_PROCESSING)
+    assert r.valid is Validity.FALSE and "began processing" in r.violations[0].description, r.summary
+
+
+def test_processing_of_a_record_never_acquired():
+    def foreign(e: dict[str, Any]) -> dict[str, Any] | None:
+        return {**e, "source": "consumer-2"} if e["kind"] == "share_processed" and e["offsets"] == [3] else e
+
+    r = judge(edited("processed_in_time", foreign)[0], CheckerName.SHARE_PROCESSING)
+    texts = [f.description for f in r.violations]
+    # consumer-2 processed what it never acquired; consumer-1, whose processing it was, accepted it unprocessed
+    assert r.valid is Validity.FALSE and any("consumer-2 processed the record" in t and "without having acquired it"
+                                             in t for t in texts), texts
+    assert any("consumer-1 accepted the record" in t and "never processed it" in t for t in texts), texts

@@ -52,6 +52,8 @@ EXTRA = {  # kinds the simulation does not write, and optional fields it leaves 
                            "error_name": "INVALID_RECORD_STATE", "answered_ns": 14, "ts_uncertain_ns": 2},
     "share_lock_expired": {"group": "g", "topic": "t", "partition": 1, "offsets": [5], "delivery_count": None,
                            "member_id": None},
+    "share_processed": {"group": "g", "topic": "t", "partition": 1, "offsets": [4], "delivery_count": 2,
+                        "member_id": None, "started_ns": 6},
     "share_group_state": {"group": "g", "state": "Stable", "coordinator": 1, "group_epoch": 2, "assignment_epoch": 2,
                           "members": [{"member_id": "m", "instance_id": None, "client_id": "c", "host": "/127.0.0.1",
                                        "assignment": [["t", 1]], "subscription": ["t"], "member_epoch": 2}],

@@ -55,6 +55,8 @@ SAMPLES = {
                            "member_id": "m", "outcome": "ok", "error_code": None, "error_name": None},
     "share_lock_expired": {"group": "g", "topic": "t", "partition": 0, "offsets": [4], "delivery_count": 1,
                            "member_id": "m"},
+    "share_processed": {"group": "g", "topic": "t", "partition": 0, "offsets": [3], "delivery_count": 1,
+                        "member_id": None, "started_ns": 5},
     "share_group_state": {"group": "g", "state": "Stable", "coordinator": 1, "group_epoch": 2, "assignment_epoch": 2,
                           "members": [], "start_offsets": None},
 }

@@ -178,8 +178,8 @@ def test_summary_json_and_csv(report):
     out, summary = report
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["runs"] == summary["runs"] and on_disk["recheck"]["agree"]
-    for name in ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "trend.csv", "recheck.csv",
-                 "violations.csv", "runs.csv"):
+    for name in ("nightly.csv", "by_invariant.csv", "ttr_by_fault.csv", "liveness.csv", "share.csv", "trend.csv",
+                 "recheck.csv", "violations.csv", "runs.csv"):
         assert (out / name).stat().st_size > 0, name
     lost = [v for v in on_disk["violations_list"] if v["run"].endswith("run-delivery-lost-record")]
     assert lost and '"kind":"send_ok"' in lost[0]["evidence_lines"][0]
@@ -200,6 +200,27 @@ def test_liveness_distribution_per_experiment_and_kafka_version(report):
     assert int(live["runs"].sum()) == summary["runs"]
     assert int(live["runs_failed"].sum()) == int((runs["liveness_valid"] == "false").sum())
     assert summary["liveness"] and "Rebalance liveness" in (out / "report.html").read_text()
+
+
+def test_share_group_figures_per_experiment_and_kafka_version(report):
+    """share-delivery's and share-progress's figures from each share run's checks.json (issue 36): redeliveries per
+    1000 records, the time to reacquire a dead member's records; consumer-group runs stay out of the section."""
+    out, summary = report
+    runs = table(out, "runs")
+    share_runs = runs[runs["share_records"].notna()]
+    assert len(share_runs) and share_runs["run"].str.contains("/run-share-").all()
+    assert runs[runs["run"].str.endswith("run-delivery-lost-record")]["share_records"].isna().all()
+    # the near miss where a dead member's records came back in time: its reacquisition is a figure
+    back = runs[runs["run"].str.endswith("run-share-member-killed-reacquired-ok")]
+    assert len(back) and (back["share_reacquired"] == 2).all() and (back["share_reacquire_max_s"] > 5).all()
+    share = pd.read_csv(out / "share.csv")
+    row = share[share["experiment"] == "fixtures"].iloc[0]
+    assert row["runs"] == len(share_runs[share_runs["experiment"] == "fixtures"])
+    assert row["records"] == share_runs["share_records"].sum()
+    assert row["redeliveries_per_1000"] == pytest.approx(1000 * share_runs["share_redeliveries"].sum()
+                                                         / share_runs["share_records"].sum())
+    assert row["reacquire_max_s"] == pytest.approx(share_runs["share_reacquire_max_s"].max())
+    assert summary["share"] and "Share groups per experiment" in (out / "report.html").read_text()
 
 
 def test_html_shows_the_violation_with_its_evidence(archive, report):

@@ -72,11 +72,11 @@ def test_a_killed_share_members_acknowledgements_in_flight_are_recorded_unknown(
     run = _run(tmp_path, {"consumer-1": 101})
     InflightCommits(inflight_path(tmp_path, "consumer-1")).add(
         {"kind": "share_acknowledged", "group": "g", "sent_ns": 5_000,
-         "partitions": [["t", 0, [3, 4]], ["t", 2, [9]]]})
+         "partitions": [["t", 0, [3, 4], "accept"], ["t", 2, [9], "release"]]})
     run._record_stop("consumer-1", "SIGKILL")
     acks, stop = _lines(tmp_path / "events" / "consumer-1.runner.jsonl")[:2], _lines(
         tmp_path / "events" / "consumer-1.runner.jsonl")[2]
     assert [(a["kind"], a["partition"], a["offsets"], a["outcome"], a["ack_type"], a["mono_ns"]) for a in acks] == [
         ("share_acknowledged", 0, [3, 4], "unknown", "accept", 5_000),
-        ("share_acknowledged", 2, [9], "unknown", "accept", 5_000)]
+        ("share_acknowledged", 2, [9], "unknown", "release", 5_000)]
     assert stop["kind"] == "member_stop" and not inflight_path(tmp_path, "consumer-1").exists()
