@@ -11,8 +11,9 @@ STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # Kafka 3.9.1 (ZooKeeper, the default) and 4.4.0 (KRaft, KIP-848): the catalogue and the tests run both
 setup: $(STAMP)
 	@$(BIN)/chaos setup
-	@# the ConsumerInterceptor jar for JVM command members, built from java/interceptor with Maven (cached)
-	@$(BIN)/python -m chaos.workload.interceptor >/dev/null
+	@# the JVM jars (java/interceptor: the ConsumerInterceptor of JVM command members; java/share-member: the Java
+	@# share-group member), built with Maven into the cache
+	@$(BIN)/python -m chaos.workload.maven_build >/dev/null
 
 # the client library releases the tests run members on (client_version; docs/client-versions.md), prepared into the
 # cache once: confluent-kafka wheels from PyPI, kafka-clients + VerifiableConsumer from Maven Central

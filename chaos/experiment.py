@@ -222,8 +222,9 @@ def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_
     naming the experiment and the options.
 
     ``client_versions`` (``--client-version CLIENT=X.Y.Z``, issue 34) sets ``client_version`` on every member of
-    that client (a ``command`` member brings its own client and is left as it is); a release too old for a
-    member's group protocol is refused the same way.
+    that client, a share group's members included (a ``command`` member brings its own client and is left as it
+    is); a release too old for a member's group protocol, or without the share consumer a share member needs, is
+    refused the same way.
     """
     from chaos.model.workload import ConsumerSpec, GroupProtocol
 
@@ -243,9 +244,10 @@ def apply_overrides(exp: Experiment, *, kafka_version: str | None = None, group_
             else:
                 member["remote_assignor"] = None
         given.append(f"{flag}group-protocol {protocol.value}")
+    share_members = (data["workload"].get("share") or {}).get("members", [])
     for client, version in (client_versions or {}).items():
-        for member in data["workload"]["consumers"]:
-            if member["client"] == client and member["command"] is None:
+        for member in [*data["workload"]["consumers"], *share_members]:
+            if member["client"] == client and member.get("command") is None:
                 member["client_version"] = version
         given.append(f"{flag}client-version {client.value}={version}")
     return parse_experiment(data, f"{exp.name} with {' '.join(given)}")

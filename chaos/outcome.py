@@ -50,6 +50,8 @@ class Operation(StrEnum):
 
     PRODUCE = "produce"
     COMMIT = "commit"
+    #: a share-group member's acknowledgement (KIP-932; ShareAcknowledge, or acknowledgements on ShareFetch)
+    SHARE_ACKNOWLEDGE = "share_acknowledge"
 
 
 _OK, _FAIL, _UNK = Outcome.OK, Outcome.FAIL, Outcome.UNKNOWN
@@ -208,15 +210,27 @@ def lookup(error_code: int | None, error_name: str | None) -> ErrorOutcome | Non
     return None
 
 
+#: the answers that say a share acknowledgement was *not* applied: the share-partition leader checks each
+#: acknowledged offset is Acquired by this member and refuses the batch otherwise (``SharePartition.acknowledge``).
+#: Every other error of an acknowledgement (a timeout, a lost connection, a leader change) is ``unknown``: the
+#: leader may have applied it before the answer went astray.
+SHARE_ACK_REFUSALS: dict[str, int] = {"INVALID_RECORD_STATE": 121}
+
+
 def classify(operation: Operation | str, error_code: int | None, error_name: str | None) -> Outcome:
     """Whether ``operation`` happened, given the error the client reported.
 
     No error at all (both ``None``, or code 0 / name ``NONE``) is ``ok``. An
-    error this table does not know is ``unknown``: never assume.
+    error this table does not know is ``unknown``: never assume. A share
+    acknowledgement is ``fail`` only for :data:`SHARE_ACK_REFUSALS`.
     """
     op = Operation(operation)
     if error_name is None and error_code in (None, 0):
         return Outcome.OK
+    if op is Operation.SHARE_ACKNOWLEDGE:
+        refused = (error_name is not None and normalise_error_name(error_name) in SHARE_ACK_REFUSALS) or (
+            error_name is None and error_code in SHARE_ACK_REFUSALS.values())
+        return Outcome.FAIL if refused else Outcome.UNKNOWN
     row = lookup(error_code, error_name)
     if row is None:
         return Outcome.UNKNOWN

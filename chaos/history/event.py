@@ -534,9 +534,9 @@ class ShareAcknowledged(Event):
     ``mono_ns`` is when the member acknowledged (``KafkaShareConsumer.acknowledge`` / ``commitSync``): the
     acknowledgement reaches the share-partition leader no earlier. ``answered_ns`` is when the answer arrived
     (None: the same instant, or never). ``outcome``: ``ok`` the broker answered no error for these offsets, ``fail``
-    it refused them (``error_name``/``error_code``, e.g. INVALID_RECORD_STATE: not acquired by this member any more;
-    the Java client's ``AcknowledgementCommitCallback`` exception), ``unknown`` no answer (a timeout, a member killed
-    with the acknowledgement in flight): it may or may not have been applied.
+    it refused them (INVALID_RECORD_STATE: not acquired by this member any more; :func:`chaos.outcome.classify`),
+    ``unknown`` no answer or another error (a timeout, a member killed with the acknowledgement in flight;
+    ``error_name``/``error_code`` kept): it may or may not have been applied.
     """
 
     group: Name

@@ -180,7 +180,7 @@ class Experiment(_Strict):
 
 #: the fault families a share-group run can inject: membership and topology faults change consumer-group
 #: membership or the topic under a consumer group (docs/share-groups.md)
-SHARE_FAULT_FAMILIES = frozenset({"process", "link", "network", "container"})
+SHARE_FAULT_FAMILIES = frozenset({"process", "link", "network", "container", "rpc"})
 
 
 def _check_share(experiment: Experiment) -> None:

@@ -148,6 +148,13 @@ GROUP_APIS: Mapping[str, frozenset[str]] = MappingProxyType({
 })
 
 
+#: what a share group's members send that a consumer group's never do (KIP-932): the group heartbeat, fetching
+#: acquired records and acknowledging them
+SHARE_MEMBER_APIS = frozenset({"ShareGroupHeartbeat", "ShareFetch", "ShareAcknowledge"})
+#: what only a consumer group's members send: a share member neither joins a classic group nor commits offsets
+CONSUMER_MEMBER_APIS = frozenset({*GROUP_APIS["classic"], *GROUP_APIS["consumer"], "OffsetCommit", "OffsetFetch"})
+
+
 def api_name(name: str) -> str | None:
     """The table's spelling of ``name`` (any case), or None when it is not a Kafka API."""
     return _BY_LOWER.get(name.lower())

@@ -23,6 +23,10 @@ from chaos.model.limits import MAX_CONSUMERS
 
 #: confluent-kafka's ``ShareConsumer`` (librdkafka's KIP-932 consumer) first ships in 2.15.0 (2.14.0 has none)
 CONFLUENT_SHARE_CONSUMER = (2, 15, 0)
+#: Kafka's ``KafkaShareConsumer`` as the Java member uses it (``acquisitionLockTimeoutMs``, KIP-1222): 4.2
+JAVA_SHARE_CONSUMER = (4, 2, 0)
+#: the clients a share member runs on
+SHARE_CLIENTS = (Client.CONFLUENT_KAFKA, Client.JAVA)
 #: share groups are production-ready from Kafka 4.2 (early access 4.0, preview 4.1; KIP-932)
 SHARE_KAFKA_RELEASE = (4, 2)
 #: the group config ``share.delivery.count.limit``: Kafka 4.2.2 refuses it ("Unknown group config name"), 4.4.0
@@ -57,9 +61,11 @@ class ShareMemberSpec(_Frozen):
     (explicit acknowledgement, ``share.acknowledgement.mode``), committed synchronously, so every acknowledgement
     has its answer in the history (:mod:`chaos.workload.share_member`)."""
 
-    #: only confluent-kafka's ``ShareConsumer`` is wired (Kafka's Java ``KafkaShareConsumer`` is not yet)
+    #: confluent-kafka's ``ShareConsumer`` (kafka-chaos's loop in Python) or ``java``: Kafka's
+    #: ``KafkaShareConsumer`` (the same loop in Java, ``java/share-member``)
     client: Client = Client.CONFLUENT_KAFKA
-    #: the client library's release (None: the project's pinned one); confluent-kafka 2.15.0 or newer
+    #: the client library's release (None: the project's pinned confluent-kafka, or the cluster's own Kafka release
+    #: for java); confluent-kafka 2.15.0 or newer, kafka-clients 4.2.0 or newer
     client_version: str | None = None
     #: simulated processing time per record
     processing_delay_ms: Annotated[float, Field(ge=0)] = 0.0
@@ -88,18 +94,24 @@ class ShareMemberSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> ShareMemberSpec:
-        if self.client is not Client.CONFLUENT_KAFKA:
+        if self.client not in SHARE_CLIENTS:
             raise ValueError(f"client {self.client.value}: share-group members run confluent-kafka's ShareConsumer "
-                             "only (the Java KafkaShareConsumer and kafka-python are not wired): use confluent-kafka")
+                             "or Kafka's KafkaShareConsumer (java); kafka-python has no share consumer: use "
+                             "confluent-kafka or java")
+        if self.client is Client.JAVA and self.wrong_mode is not None:
+            raise ValueError("wrong_mode: the wrong share consumers are the Python member's; use client "
+                             "confluent-kafka for a wrong member")
         if self.wrong_mode is ShareWrongMode.PROCESS_PAST_LOCK and not self.processing_delay_ms:
             raise ValueError("wrong_mode process_past_lock needs processing time to run past the lock: set "
                              "processing_delay_ms")
         if self.client_version is not None:
             parse_client_release(f"{self.client.value}={self.client_version}")
-            if release(self.client_version) < CONFLUENT_SHARE_CONSUMER:
-                first = ".".join(map(str, CONFLUENT_SHARE_CONSUMER))
-                raise ValueError(f"confluent-kafka {self.client_version} has no ShareConsumer (from {first}): use "
-                                 f"{first} or newer")
+            least = JAVA_SHARE_CONSUMER if self.client is Client.JAVA else CONFLUENT_SHARE_CONSUMER
+            if release(self.client_version) < least:
+                first = ".".join(map(str, least))
+                what = "kafka-clients" if self.client is Client.JAVA else "confluent-kafka"
+                raise ValueError(f"{what} {self.client_version} has no ShareConsumer as the member uses it (from "
+                                 f"{first}): use {first} or newer")
         return self
 
 

@@ -51,8 +51,6 @@ one member in the history, and are refused; a process that replaces a killed one
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -61,12 +59,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
 
-from chaos.cluster.runtime import Progress, cache_root, run_logged, sources_digest
+from chaos.cluster.runtime import Progress
 from chaos.errors import UsageError
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
 from chaos.outcome import Outcome
 from chaos.workload.clients.java import jvm_clock
+from chaos.workload.maven_build import ensure_jar, project_dir
 
 INTERCEPTOR_CLASS = "io.kafkachaos.interceptor.RecordingConsumerInterceptor"
 #: the consumer config naming the events file (RecordingConsumerInterceptor.PATH_CONFIG)
@@ -90,62 +89,13 @@ def _quiet(_: str) -> None:
 
 def sources_dir() -> Path:
     """``java/interceptor/`` of this checkout (the package's sources sit beside it)."""
-    return Path(__file__).resolve().parents[2] / "java" / "interceptor"
-
-
-def _source_files(src: Path) -> list[Path]:
-    return sorted([src / "pom.xml", *(p for p in (src / "src").rglob("*") if p.is_file())])
-
-
-def source_hash(src: Path) -> str:
-    """A digest of the Maven project (pom and every file under src/): the jar's cache key."""
-    return sources_digest(src, _source_files(src), 16)
+    return project_dir("interceptor")
 
 
 def ensure_interceptor(progress: Progress = _quiet) -> Path:
-    """The interceptor jar, built on first use into ``<cache>/interceptor/<source hash>/`` (no-op after).
-
-    Maven builds a copy of ``java/interceptor/`` in a temporary directory beside the cache entry (the
-    source tree stays clean), against the project's own local repository (``<cache>/m2``, shared with
-    ``chaos setup``): offline first (``mvn -o``: kafka-clients and the plugins are cached after the first
-    build), online from Maven Central when that fails. The jar is moved into place last, so its presence is
-    the marker and concurrent first uses are harmless.
-    """
-    src = sources_dir()
-    if not (src / "pom.xml").is_file():
-        raise UsageError(f"interceptor sources not found at {src}: use kafka-chaos from a clone of its repository")
-    out = cache_root() / "interceptor" / source_hash(src)
-    jar = out / JAR_NAME
-    if jar.is_file():
-        progress(f"interceptor: cached at {jar}")
-        return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise UsageError("mvn not found on PATH: install Maven 3.6+ (apt-get install maven) to build the "
-                         "kafka-chaos consumer interceptor")
-    if shutil.which("javac") is None and not (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "javac").exists():
-        raise UsageError("javac not found: install a JDK 11+ (apt-get install openjdk-17-jdk-headless) to build the "
-                         "kafka-chaos consumer interceptor")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
-        build = Path(tmp) / "interceptor"
-        shutil.copytree(src, build, ignore=shutil.ignore_patterns("target"))
-        base = [mvn, "-B", "-q", "-f", str(build / "pom.xml"), f"-Dmaven.repo.local={cache_root() / 'm2'}",
-                "-DskipTests", "package"]
-        log = cache_root() / "logs" / "mvn-interceptor.log"
-        try:
-            run_logged([*base, "-o"], dict(os.environ), log, "offline build failed")
-        except UsageError:
-            progress("interceptor: building java/interceptor with Maven (kafka-clients and plugins from Maven Central) ...")
-            run_logged(base, dict(os.environ), log,
-                        "Maven could not build the kafka-chaos consumer interceptor: check that Maven Central is reachable")
-        built = build / "target" / JAR_NAME
-        out.mkdir(exist_ok=True)
-        staged = out / f".{JAR_NAME}.{os.getpid()}"
-        shutil.copyfile(built, staged)
-        os.replace(staged, jar)
-    progress(f"interceptor: built {jar}")
-    return jar
+    """The interceptor jar, built on first use into ``<cache>/interceptor/<source hash>/`` (no-op after;
+    :func:`chaos.workload.maven_build.ensure_jar`)."""
+    return ensure_jar("interceptor", JAR_NAME, "kafka-chaos consumer interceptor", progress)
 
 
 def consumer_config(events_path: str | os.PathLike[str]) -> dict[str, str]:
@@ -442,12 +392,3 @@ def translate_file(path: str | os.PathLike[str], events: EventWriter, *, commits
         t.notes.append(f"{p}: torn last line left out (the process was killed while writing it)")
     t.finish()
     return t
-
-
-if __name__ == "__main__":  # python -m chaos.workload.interceptor: build (or find) the jar, print its path (make setup)
-    import sys
-
-    try:
-        print(ensure_interceptor(lambda line: print(line, file=sys.stderr)))
-    except UsageError as exc:
-        sys.exit(f"error: {exc}")

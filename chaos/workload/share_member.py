@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from chaos.history.event import Kind, ShareAckType
 from chaos.history.writer import EventWriter
 from chaos.model.share import ShareMemberSpec, ShareWrongMode
-from chaos.outcome import Outcome
+from chaos.outcome import Operation, Outcome, classify
 from chaos.workload.consumer import InflightCommits, inflight_path
 
 #: how long one poll waits for records (s): short, so a stop request is seen within it
@@ -103,8 +103,10 @@ class AckAnswer:
 def ack_answers(sent: Iterable[tuple[str, int]], result: Mapping[Any, Any] | None,
                 failure: BaseException | None) -> list[AckAnswer]:
     """Each partition's answer to a ``commit_sync``: ``result`` maps a TopicPartition to None (accepted) or the
-    KafkaException the broker's error became; a partition acknowledged but absent from ``result``, or every
-    partition when ``commit_sync`` raised (``failure``), is ``unknown``."""
+    KafkaException the broker's error became (``fail`` when it says the acknowledgement was refused, else
+    ``unknown``: :func:`chaos.outcome.classify`, e.g. REQUEST_TIMED_OUT when the answer was lost); a partition
+    acknowledged but absent from ``result``, or every partition when ``commit_sync`` raised (``failure``), is
+    ``unknown``."""
     by_tp: dict[tuple[str, int], Any] = {}
     if result is not None and failure is None:
         by_tp = {(tp.topic, tp.partition): err for tp, err in result.items()}
@@ -121,8 +123,20 @@ def ack_answers(sent: Iterable[tuple[str, int]], result: Mapping[Any, Any] | Non
         kerr: Any = err.args[0] if getattr(err, "args", None) else None
         code = kerr.code() if kerr is not None and hasattr(kerr, "code") else None
         name = kerr.name() if kerr is not None and hasattr(kerr, "name") else type(err).__name__
-        answers.append(AckAnswer(tp[0], tp[1], Outcome.FAIL, code, name))
+        answers.append(AckAnswer(tp[0], tp[1], classify(Operation.SHARE_ACKNOWLEDGE, code, name), code, name))
     return answers
+
+
+def emit_acknowledged(events: EventWriter, group: str, sent: Mapping[tuple[str, int, ShareAckType], list[int]],
+                      sent_ns: int, answers: Mapping[tuple[str, int], AckAnswer], answered_ns: int) -> None:
+    """One ``share_acknowledged`` per (partition, type) of ``sent`` (sent at ``sent_ns``), with its partition's
+    answer (given at ``answered_ns``; none for an unknown outcome)."""
+    for (t, p, ack_type), offsets in sent.items():
+        ans = answers[(t, p)]
+        events.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=sent_ns, group=group, topic=t, partition=p,
+                    offsets=tuple(sorted(offsets)), ack_type=ack_type, member_id=None, outcome=ans.outcome,
+                    error_code=ans.error_code, error_name=ans.error_name,
+                    answered_ns=None if ans.outcome is Outcome.UNKNOWN else answered_ns)
 
 
 class ShareMember:
@@ -208,12 +222,7 @@ class ShareMember:
             failure = exc
         answered = time.monotonic_ns()
         by_tp = {(a.topic, a.partition): a for a in ack_answers({(t, p) for t, p, _ in sent}, result, failure)}
-        for (t, p, ack_type), offsets in sent.items():
-            ans = by_tp[(t, p)]
-            self.events.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=sent_ns, group=self.group, topic=t, partition=p,
-                             offsets=tuple(sorted(offsets)), ack_type=ack_type, member_id=None,
-                             outcome=ans.outcome, error_code=ans.error_code, error_name=ans.error_name,
-                             answered_ns=None if ans.outcome is Outcome.UNKNOWN else answered)
+        emit_acknowledged(self.events, self.group, sent, sent_ns, by_tp, answered)
         if self.inflight is not None and token is not None:
             self.inflight.done(token)
 

@@ -20,6 +20,10 @@ def main(argv: list[str]) -> int:
     from chaos.model.workload import Client
     from chaos.workload.libraries import check_imported
 
+    if cfg.share_member is not None and cfg.share_member.client is Client.JAVA:
+        from chaos.workload.clients.java_share import run_java_share_member
+
+        return run_java_share_member(cfg)
     if cfg.share_member is not None:
         from chaos.workload.share_member import run_share_member
 

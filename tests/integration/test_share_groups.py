@@ -1,5 +1,6 @@
 """Share groups (KIP-932, issue 36) on a real Kafka 4.4.0 KRaft cluster: the catalogue's share-group experiments run
-with confluent-kafka's ShareConsumer members and judged by the share checkers (docs/share-groups.md)."""
+with confluent-kafka's ShareConsumer members and Kafka's own KafkaShareConsumer (the Java member), judged by the
+share checkers (docs/share-groups.md); a wrong share consumer is caught."""
 
 from __future__ import annotations
 
@@ -47,12 +48,28 @@ def test_a_share_group_without_faults_passes_every_checker_on_its_own_evidence(_
     assert "no consumer group to judge" in got[CheckerName.DELIVERY].summary
 
 
-@pytest.mark.parametrize("name", ["share-member-killed-holding-records", "share-coordinator-killed"])
+@pytest.mark.parametrize("name", [pytest.param("share-member-killed-holding-records", marks=pytest.mark.slow),
+                                  "share-java-member-killed", "share-coordinator-killed",
+                                  # protocol-level faults on the share APIs (the kafka toxic)
+                                  "share-fetch-answer-delayed",
+                                  pytest.param("share-acknowledge-answer-lost", marks=pytest.mark.slow)])
 def test_a_share_group_keeps_its_promises_under_faults(_chaos_pool, tmp_path, name):
     run_dir, got = _run(_chaos_pool, name, 42, tmp_path)
     faults = json.loads((run_dir / "faults.json").read_text())
     assert all(f["fired"] and f["effect_ok"] for f in faults), faults
     assert all(r.valid is Validity.TRUE for r in got.values()), {k: (r.valid, r.summary) for k, r in got.items()}
+    if name == "share-acknowledge-answer-lost":
+        # the answers lost on the wire: consumer-1 recorded those acknowledgements unknown, never refused
+        lost = [e for e in _events(run_dir, "share_acknowledged") if e["source"] == "consumer-1"
+                and e["outcome"] != "ok"]
+        assert lost and all(e["outcome"] == "unknown" for e in lost), lost
+    if name == "share-java-member-killed":
+        # the Java members' records: the delivery count and the lock the broker gave (KIP-1222), which
+        # confluent-kafka does not report
+        java = [e for e in _events(run_dir, "share_acquired") if e["source"] in ("consumer-0", "consumer-1")]
+        assert java and all(e["delivery_count"] >= 1 and e["lock_duration_ms"] == 5000 for e in java)
+        assert {e["source"] for e in _events(run_dir, "share_processed")} == {"consumer-0", "consumer-1",
+                                                                               "consumer-2"}
 
 
 @pytest.mark.parametrize("name", ["share-wrong-accept-before-processing",

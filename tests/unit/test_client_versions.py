@@ -94,6 +94,20 @@ def test_an_override_sets_every_member_of_that_client_but_not_a_command_member()
     assert releases_of(exp) == {(Client.CONFLUENT_KAFKA, "2.14.0"), (Client.JAVA, "4.1.0")}
 
 
+def test_an_override_sets_a_share_groups_members_too():
+    data = {"name": "queue", "cluster": {"kafka_version": "4.4.0"},
+            "workload": {"consumers": [], "share": {"members": [{"lane": "lane0"}, {"client": "java",
+                                                                                   "lane": "lane0"}]}}}
+    exp = apply_overrides(parse_experiment(data, "queue"),
+                          client_versions={Client.JAVA: "4.2.2", Client.CONFLUENT_KAFKA: "2.15.0"})
+    assert exp.workload.share is not None
+    assert [m.client_version for m in exp.workload.share.members] == ["2.15.0", "4.2.2"]
+    assert releases_of(exp) == {(Client.CONFLUENT_KAFKA, "2.15.0"), (Client.JAVA, "4.2.2")}
+    with pytest.raises(UsageError) as exc:
+        apply_overrides(parse_experiment(data, "queue"), client_versions={Client.CONFLUENT_KAFKA: "2.14.0"})
+    assert "--client-version confluent-kafka=2.14.0" in str(exc.value) and "has no ShareConsumer" in str(exc.value)
+
+
 def test_an_override_too_old_for_the_protocol_names_the_options():
     with pytest.raises(UsageError) as exc:
         apply_overrides(_experiment(), group_protocol="consumer", client_versions={Client.JAVA: "3.9.1"})

@@ -51,6 +51,12 @@ def test_share_groups_need_kafka_4_2_on_kraft(cluster, says):
      "group-state, revocation and generation triggers follow a consumer group"),
     ({"type": "pause", "target": "member", "node": "consumer-3", "trigger": {"at_s": 1}, "duration_s": 2},
      "'consumer-3' is not a member"),
+    ({"type": "rpc", "target": "member", "node": "consumer-1", "api": "OffsetCommit", "action": "drop_response",
+      "trigger": {"at_s": 1}, "duration_s": 2},
+     "a share group's members never send OffsetCommit .a consumer group's API.: use one of ShareAcknowledge, "
+     "ShareFetch, ShareGroupHeartbeat"),
+    ({"type": "rpc", "target": "member", "node": "consumer-1", "api": "JoinGroup", "action": "delay", "delay_ms": 10,
+      "trigger": {"at_s": 1}, "duration_s": 2}, "never send JoinGroup"),
 ])
 def test_what_a_share_group_cannot_be_put_under_is_refused(fault, says):
     with pytest.raises(ValidationError, match=says):
@@ -68,6 +74,17 @@ def test_faults_on_share_members_and_brokers_load():
     exp = experiment([{"type": "kill", "target": "member", "node": "consumer-2", "trigger": {"at_s": 1}, "duration_s": 2},
                       {"type": "kill", "target": "coordinator", "trigger": {"at_s": 3}, "duration_s": 2}])
     assert len(exp.faults) == 2
+    # the protocol-level faults on a share member's own APIs (KIP-932)
+    rpc = experiment([{"type": "rpc", "target": "member", "node": "consumer-1", "api": "ShareAcknowledge",
+                       "action": "drop_response", "count": 1, "trigger": {"at_s": 1}, "duration_s": 2}])
+    assert rpc.faults[0].api == "ShareAcknowledge"
+
+
+def test_a_share_api_on_a_consumer_group_is_refused():
+    with pytest.raises(ValidationError, match=r"no member speaks ShareFetch \(KIP-932 share groups\)"):
+        Experiment.model_validate({"name": "x", "cluster": KRAFT, "workload": {"consumers": [{}]}, "faults": [
+            {"type": "rpc", "target": "member", "node": "consumer-0", "api": "ShareFetch", "action": "drop_request",
+             "trigger": {"at_s": 1}, "duration_s": 2}]})
 
 
 def test_the_brokers_let_a_share_group_use_second_scale_settings():

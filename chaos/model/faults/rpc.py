@@ -28,9 +28,11 @@ from pydantic import Field, field_validator, model_validator
 from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults.base import Family, FaultSpec
 from chaos.model.kafka_api import (
+    CONSUMER_MEMBER_APIS,
     GROUP_APIS,
     KRAFT_ONLY_APIS,
     QUORUM_APIS,
+    SHARE_MEMBER_APIS,
     api_errors,
     api_name,
     error_code,
@@ -216,8 +218,14 @@ class Rpc(FaultSpec):
         if not kraft and (self.api in KRAFT_ONLY_APIS or self.links is LinkScope.QUORUM):
             raise ValueError(f"faults.{i}: {self.api if self.api in KRAFT_ONLY_APIS else 'links quorum'} needs a "
                              "KRaft cluster (cluster.kafka_version 4.x, or mode: kraft)")
+        if experiment.workload.share is not None and self.api in CONSUMER_MEMBER_APIS:
+            raise ValueError(f"faults.{i}: a share group's members never send {self.api} (a consumer group's API): "
+                             f"use one of {', '.join(sorted(SHARE_MEMBER_APIS))}")
+        if experiment.workload.share is None and self.api in SHARE_MEMBER_APIS:
+            raise ValueError(f"faults.{i}: no member speaks {self.api} (KIP-932 share groups): give the experiment "
+                             "a workload.share")
         for protocol, kip in (("consumer", "KIP-848"), ("classic", "the classic protocol")):
-            if self.api in GROUP_APIS[protocol] and not any(
+            if experiment.workload.share is None and self.api in GROUP_APIS[protocol] and not any(
                     c.group_protocol == protocol for c in experiment.workload.consumers):
                 raise ValueError(f"faults.{i}: no member speaks {self.api} ({kip}): give a consumer "
                                  f"group_protocol: {protocol}")

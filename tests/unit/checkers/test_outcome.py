@@ -72,3 +72,16 @@ def test_normalise():
 def test_bad_operation():
     with pytest.raises(ValueError):
         classify("fetch", None, None)
+
+
+def test_a_share_acknowledgement_is_refused_only_when_the_leader_says_so():
+    """KIP-932: the share-partition leader refuses what this member does not hold (INVALID_RECORD_STATE); any other
+    error of an acknowledgement may hide one the leader applied."""
+    op = Operation.SHARE_ACKNOWLEDGE
+    assert classify(op, None, None) is Outcome.OK
+    assert classify(op, 121, "INVALID_RECORD_STATE") is Outcome.FAIL
+    assert classify(op, 121, None) is Outcome.FAIL
+    assert classify(op, None, "InvalidRecordStateException") is Outcome.FAIL
+    for code, name in [(7, "REQUEST_TIMED_OUT"), (None, "_TIMED_OUT"), (6, "NOT_LEADER_OR_FOLLOWER"),
+                       (None, "_TRANSPORT"), (22, "ILLEGAL_GENERATION")]:
+        assert classify(op, code, name) is Outcome.UNKNOWN, name

@@ -16,7 +16,7 @@ from chaos.errors import UsageError
 from chaos.history.event import Commit, Consumed, ErrorEvent, Event
 from chaos.history.reader import parse_line
 from chaos.history.writer import EventWriter
-from chaos.workload import interceptor
+from chaos.workload import interceptor, maven_build
 from chaos.workload.interceptor import Translator, translate_file
 
 MS = 1_000_000
@@ -189,15 +189,15 @@ def test_the_consumer_config_names_the_interceptor_and_its_file():
 def test_the_jar_is_keyed_by_the_sources(tmp_path):
     src = tmp_path / "interceptor"
     shutil.copytree(interceptor.sources_dir(), src, ignore=shutil.ignore_patterns("target"))
-    before = interceptor.source_hash(src)
-    assert before == interceptor.source_hash(interceptor.sources_dir())
+    before = maven_build.source_hash(src)
+    assert before == maven_build.source_hash(interceptor.sources_dir())
     java = next((src / "src").rglob("*.java"))
     java.write_text(java.read_text() + "\n")
-    assert interceptor.source_hash(src) != before
+    assert maven_build.source_hash(src) != before
 
 
 def test_a_missing_maven_is_one_line_naming_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKA_CHAOS_CACHE", str(tmp_path))
-    monkeypatch.setattr(interceptor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(maven_build.shutil, "which", lambda name: None)
     with pytest.raises(UsageError, match=r"^mvn not found on PATH: install Maven 3.6\+ \(apt-get install maven\)"):
         interceptor.ensure_interceptor()

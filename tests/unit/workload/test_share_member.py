@@ -35,6 +35,15 @@ def test_each_acknowledged_partition_gets_its_own_answer():
     assert refused.error_code == KafkaError.INVALID_RECORD_STATE
 
 
+def test_an_answer_lost_on_the_wire_is_unknown_not_refused():
+    # found on a real run (share-acknowledge-answer-lost): librdkafka answers an acknowledgement whose answer never
+    # came with REQUEST_TIMED_OUT, though the leader had applied it
+    sent = {("t", 0): [1]}
+    result = {TopicPartition("t", 0): KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT))}
+    (answer,) = ack_answers(sent, result, None)
+    assert (answer.outcome, answer.error_name) == (Outcome.UNKNOWN, "REQUEST_TIMED_OUT")
+
+
 def test_a_commit_that_raised_leaves_every_partition_unknown():
     sent = {("t", 0): [1], ("t", 1): [2]}
     answers = ack_answers(sent, {TopicPartition("t", 0): None}, KafkaException(KafkaError(KafkaError._TIMED_OUT)))
@@ -60,8 +69,11 @@ def test_what_the_share_member_cannot_run_is_refused_at_load():
     import pytest
     from pydantic import ValidationError
 
-    for bad, says in [({"client": "java"}, "confluent-kafka's ShareConsumer only"),
-                      ({"client_version": "2.14.0"}, "has no ShareConsumer (from 2.15.0)"),
+    for bad, says in [({"client": "kafka-python"}, "kafka-python has no share consumer"),
+                      ({"client_version": "2.14.0"}, "confluent-kafka 2.14.0 has no ShareConsumer as the member uses "
+                                                     "it (from 2.15.0)"),
+                      ({"client": "java", "client_version": "4.1.0"}, "kafka-clients 4.1.0 has no ShareConsumer"),
+                      ({"client": "java", "wrong_mode": "accept_before_processing"}, "the Python member's"),
                       ({"wrong_mode": "process_past_lock"}, "needs processing time to run past the lock"),
                       ({"wrong_mode": "ignore_revoke"}, "wrong_mode")]:
         with pytest.raises(ValidationError, match=says.replace("(", r"\(").replace(")", r"\)")):
@@ -69,6 +81,7 @@ def test_what_the_share_member_cannot_run_is_refused_at_load():
     with pytest.raises(ValidationError, match="heartbeat_interval_ms must be below"):
         ShareGroupSpec(session_timeout_ms=1000, heartbeat_interval_ms=1000)
     assert ShareMemberSpec(client_version="2.15.0").client_version == "2.15.0"
+    assert ShareMemberSpec(client="java", client_version="4.2.2").client_version == "4.2.2"
 
 
 # ------------------------------------------------------------------- the loop over one poll (a recording client)
