@@ -38,7 +38,9 @@ def test_a_share_group_without_faults_passes_every_checker_on_its_own_evidence(_
     assert all(e["delivery_count"] == 1 for e in acquired)
     assert any(e["outcome"] == "ok" for e in _events(run_dir, "share_acknowledged"))
     samples = [e for e in _events(run_dir, "share_group_state") if e["start_offsets"]]
-    assert samples and samples[-1]["state"] == "Stable"
+    # a Stable sample with every member; not the last sample: the observer samples on while the members leave at
+    # teardown, so the last one may be Empty (fc41)
+    assert any(x["state"] == "Stable" and len(x["members"]) == 3 for x in samples), [x["state"] for x in samples]
     # each share checker judged from what the run recorded, not from an empty history
     for name in SHARE_CHECKERS:
         assert "nothing to judge" not in got[name].summary, got[name].summary
