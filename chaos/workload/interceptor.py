@@ -65,7 +65,7 @@ from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
 from chaos.outcome import Outcome
 from chaos.workload.clients.java import jvm_clock
-from chaos.workload.maven_build import ensure_jar, project_dir
+from chaos.workload.maven_build import ensure_jar, project_dir, quiet
 
 INTERCEPTOR_CLASS = "io.kafkachaos.interceptor.RecordingConsumerInterceptor"
 #: the consumer config naming the events file (RecordingConsumerInterceptor.PATH_CONFIG)
@@ -80,9 +80,6 @@ JAR_NAME = "kafka-chaos-interceptor.jar"
 CLOCK_AGREEMENT_NS = 1_000_000_000
 
 
-def _quiet(_: str) -> None:
-    pass
-
 
 # ----------------------------------------------------------------------------------------- the jar
 
@@ -92,7 +89,7 @@ def sources_dir() -> Path:
     return project_dir("interceptor")
 
 
-def ensure_interceptor(progress: Progress = _quiet) -> Path:
+def ensure_interceptor(progress: Progress = quiet) -> Path:
     """The interceptor jar, built on first use into ``<cache>/interceptor/<source hash>/`` (no-op after;
     :func:`chaos.workload.maven_build.ensure_jar`)."""
     return ensure_jar("interceptor", JAR_NAME, "kafka-chaos consumer interceptor", progress)

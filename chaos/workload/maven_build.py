@@ -18,8 +18,8 @@ from chaos.cluster.runtime import Progress, cache_root, run_logged, sources_dige
 from chaos.errors import UsageError
 
 
-def _quiet(_: str) -> None:
-    pass
+def quiet(_: str) -> None:
+    """A progress callback that says nothing."""
 
 
 def project_dir(project: str) -> Path:
@@ -36,7 +36,7 @@ def source_hash(src: Path) -> str:
     return sources_digest(src, _source_files(src), 16)
 
 
-def ensure_jar(project: str, jar_name: str, what: str, progress: Progress = _quiet, src: Path | None = None) -> Path:
+def ensure_jar(project: str, jar_name: str, what: str, progress: Progress = quiet, src: Path | None = None) -> Path:
     """The jar of ``java/<project>`` (``what`` names it in messages), built on first use into
     ``<cache>/<project>/<source hash>/`` (no-op after).
 

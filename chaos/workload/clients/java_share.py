@@ -47,7 +47,7 @@ from chaos.outcome import Operation, Outcome, classify
 from chaos.process import _pdeathsig
 from chaos.workload.consumer import InflightCommits, inflight_path
 from chaos.workload.libraries import library
-from chaos.workload.maven_build import ensure_jar
+from chaos.workload.maven_build import ensure_jar, quiet
 from chaos.workload.share_member import AckAnswer, emit_acknowledged
 from chaos.workload.spec import WorkerConfig
 
@@ -58,11 +58,8 @@ JAR_NAME = "kafka-chaos-share-member.jar"
 CLOCK_AGREEMENT_NS = 1_000_000_000
 
 
-def _quiet(_: str) -> None:
-    pass
 
-
-def ensure_share_member(progress: Progress = _quiet) -> Path:
+def ensure_share_member(progress: Progress = quiet) -> Path:
     """The member's jar, built from ``java/share-member`` on first use (:func:`chaos.workload.maven_build.ensure_jar`)."""
     return ensure_jar("share-member", JAR_NAME, "kafka-chaos Java share-group member", progress)
 
