@@ -93,6 +93,10 @@ def unacquired(view: ShareView, name: CheckerName, what: str, metric: str) -> Re
                   f"recorded an acquisition (share_acquired): {what} not judged", {metric: 0})
 
 
+#: a lock's latest end when a renewal without an answer may have restarted it at any moment (past every history)
+UNBOUNDED_NS = 2**63 - 1
+
+
 def answered(ack: ShareAcknowledged) -> int:
     """The latest moment the acknowledgement may have been applied: its answer (or its stamp, when answered at
     once or never)."""
@@ -139,13 +143,17 @@ class Hold:
         return self.acquired.mono_ns + (self.acquired.ts_uncertain_ns or 0)
 
     def deadline_hi(self, before: ShareAcknowledged | None = None) -> int:
-        """The latest the lock can have run out, counting the renewals answered ok recorded before ``before``."""
+        """The latest the lock can have run out, counting the renewals recorded before ``before``: one answered ok
+        restarts it at its answer; one without an answer (``unknown``) may have been applied at any later moment,
+        so the lock's end is not bounded (:data:`UNBOUNDED_NS`) and nothing after it is certainly past the lock."""
         deadline = self.start_hi + self.lock_ns
         for ack in self.acks:
             if ack is before:
                 break
             if ack.ack_type is ShareAckType.RENEW and ack.outcome is Outcome.OK:
                 deadline = max(deadline, answered(ack) + self.lock_ns)
+            elif ack.ack_type is ShareAckType.RENEW and ack.outcome is Outcome.UNKNOWN:
+                return UNBOUNDED_NS
         return deadline
 
     def deadline_lo(self) -> int | None:

@@ -78,6 +78,10 @@ class ShareMemberSpec(_Frozen):
     max_records: Annotated[int, Field(ge=1, le=10000)] | None = None
     #: deliberately wrong on purpose (:class:`ShareWrongMode`); None: the reference behaviour
     wrong_mode: ShareWrongMode | None = None
+    #: acknowledge the records it could not begin within the lock RENEW instead of RELEASE (KIP-1222: the leader
+    #: restarts their acquisition lock, the client hands them back from a later poll), at most three times in a row
+    #: per record; java only (confluent-kafka's ``AcknowledgeType`` has no RENEW)
+    renew_locks: bool = False
 
     # what the run lifecycle asks of every member: a share member is kafka-chaos's own loop, never the application's
     @property
@@ -101,6 +105,9 @@ class ShareMemberSpec(_Frozen):
         if self.client is Client.JAVA and self.wrong_mode is not None:
             raise ValueError("wrong_mode: the wrong share consumers are the Python member's; use client "
                              "confluent-kafka for a wrong member")
+        if self.renew_locks and self.client is not Client.JAVA:
+            raise ValueError(f"renew_locks: {self.client.value}'s share consumer cannot renew a lock (its "
+                             "AcknowledgeType has no RENEW, KIP-1222); use client java")
         if self.wrong_mode is ShareWrongMode.PROCESS_PAST_LOCK and not self.processing_delay_ms:
             raise ValueError("wrong_mode process_past_lock needs processing time to run past the lock: set "
                              "processing_delay_ms")

@@ -130,13 +130,18 @@ def ack_answers(sent: Iterable[tuple[str, int]], result: Mapping[Any, Any] | Non
 def emit_acknowledged(events: EventWriter, group: str, sent: Mapping[tuple[str, int, ShareAckType], list[int]],
                       sent_ns: int, answers: Mapping[tuple[str, int], AckAnswer], answered_ns: int) -> None:
     """One ``share_acknowledged`` per (partition, type) of ``sent`` (sent at ``sent_ns``), with its partition's
-    answer (given at ``answered_ns``; none for an unknown outcome)."""
+    answer (given at ``answered_ns``; none for an unknown outcome). A refusal (``fail``: the leader answered that
+    the records are not acquired by this member, ``INVALID_RECORD_STATE``) is also the lock expiry the client
+    sees: a ``share_lock_expired`` of those offsets at ``answered_ns`` (the client says no more: no delivery count)."""
     for (t, p, ack_type), offsets in sent.items():
         ans = answers[(t, p)]
         events.emit(Kind.SHARE_ACKNOWLEDGED, mono_ns=sent_ns, group=group, topic=t, partition=p,
                     offsets=tuple(sorted(offsets)), ack_type=ack_type, member_id=None, outcome=ans.outcome,
                     error_code=ans.error_code, error_name=ans.error_name,
                     answered_ns=None if ans.outcome is Outcome.UNKNOWN else answered_ns)
+        if ans.outcome is Outcome.FAIL:
+            events.emit(Kind.SHARE_LOCK_EXPIRED, mono_ns=answered_ns, group=group, topic=t, partition=p,
+                        offsets=tuple(sorted(offsets)), delivery_count=None, member_id=None)
 
 
 class ShareMember:

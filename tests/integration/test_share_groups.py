@@ -51,7 +51,9 @@ def test_a_share_group_without_faults_passes_every_checker_on_its_own_evidence(_
 
 
 @pytest.mark.parametrize("name", [pytest.param("share-member-killed-holding-records", marks=pytest.mark.slow),
-                                  "share-java-member-killed", "share-coordinator-killed",
+                                  pytest.param("share-java-member-killed", marks=pytest.mark.slow),
+                                  # the Java member killed too, after renewing locks (KIP-1222)
+                                  "share-java-member-renews-lock", "share-coordinator-killed",
                                   # protocol-level faults on the share APIs (the kafka toxic)
                                   "share-fetch-answer-delayed",
                                   pytest.param("share-acknowledge-answer-lost", marks=pytest.mark.slow)])
@@ -65,13 +67,38 @@ def test_a_share_group_keeps_its_promises_under_faults(_chaos_pool, tmp_path, na
         lost = [e for e in _events(run_dir, "share_acknowledged") if e["source"] == "consumer-1"
                 and e["outcome"] != "ok"]
         assert lost and all(e["outcome"] == "unknown" for e in lost), lost
-    if name == "share-java-member-killed":
+    if name in ("share-java-member-killed", "share-java-member-renews-lock"):
         # the Java members' records: the delivery count and the lock the broker gave (KIP-1222), which
         # confluent-kafka does not report
+        lock = experiment(name).workload.share.record_lock_duration_ms
         java = [e for e in _events(run_dir, "share_acquired") if e["source"] in ("consumer-0", "consumer-1")]
-        assert java and all(e["delivery_count"] >= 1 and e["lock_duration_ms"] == 5000 for e in java)
+        assert java and all(e["delivery_count"] >= 1 and e["lock_duration_ms"] == lock for e in java)
         assert {e["source"] for e in _events(run_dir, "share_processed")} == {"consumer-0", "consumer-1",
                                                                                "consumer-2"}
+    if name == "share-java-member-renews-lock":
+        _assert_renewed_records_were_kept_and_accepted(run_dir)
+
+
+def _assert_renewed_records_were_kept_and_accepted(run_dir):
+    """A Java member renewed locks (answered ok), and a record it renewed came back to it in the same acquisition
+    (one share_acquired of it, at one delivery count), was processed after the renewal and accepted."""
+    acks = _events(run_dir, "share_acknowledged")
+    renewals = [a for a in acks if a["ack_type"] == "renew" and a["outcome"] == "ok"]
+    assert renewals and {a["source"] for a in renewals} <= {"consumer-0", "consumer-1"}, renewals[:3]
+    acquisitions: dict[tuple, int] = {}
+    for e in _events(run_dir, "share_acquired"):
+        for o in e["offsets"]:
+            key = (e["source"], e["partition"], o, e["delivery_count"])
+            acquisitions[key] = acquisitions.get(key, 0) + 1
+    assert all(n == 1 for n in acquisitions.values()), [k for k, n in acquisitions.items() if n > 1][:5]
+    processed = {(e["source"], e["partition"], e["offsets"][0]): e["started_ns"]
+                 for e in _events(run_dir, "share_processed")}
+    accepted = {(a["source"], a["partition"], o) for a in acks if a["ack_type"] == "accept" and a["outcome"] == "ok"
+                for o in a["offsets"]}
+    kept = [(r["source"], r["partition"], o) for r in renewals for o in r["offsets"]
+            if processed.get((r["source"], r["partition"], o), 0) > r["mono_ns"]
+            and (r["source"], r["partition"], o) in accepted]
+    assert kept, "no renewed record was processed after its renewal and accepted by the member that renewed it"
 
 
 @pytest.mark.parametrize("name", ["share-wrong-accept-before-processing",

@@ -6,7 +6,8 @@ Kafka's ``VerifiableShareConsumer`` prints no delivery count (``tools/.../Verifi
 member is kafka-chaos's own, the same loop as the Python one (:mod:`chaos.workload.share_member`: acquire, process
 within 80 % of the lock, accept the processed records and release the rest, one ``commitSync`` per poll). The
 worker process starts it as its child JVM on the kafka-clients of the cluster's release (or of the member's
-``client_version``) and reads its JSON lines:
+``client_version``) and reads its JSON lines (with ``renew_locks`` the records it cannot begin in time are
+acknowledged ``renew``, KIP-1222, and handed back by the client from a later poll without a new ``acquired``):
 
 - ``start`` (``nano``: ``System.nanoTime()``, ``wall_ms``): the JVM's clock. On Linux HotSpot's ``nanoTime`` is
   CLOCK_MONOTONIC, the history's clock; the worker checks it (``wall_ms - nano`` against this process's
@@ -71,7 +72,7 @@ def properties(cfg: WorkerConfig) -> list[str]:
     lines = [f"bootstrap.servers={cfg.bootstrap}", f"group.id={cfg.group}", f"client.id={cfg.name}",
              "reconnect.backoff.max.ms=1000", f"kafka.chaos.topic={cfg.topic}",
              f"kafka.chaos.processing.delay.ms={spec.processing_delay_ms}",
-             f"kafka.chaos.lock.ms={cfg.share_lock_ms or 0}"]
+             f"kafka.chaos.lock.ms={cfg.share_lock_ms or 0}", f"kafka.chaos.renew={str(spec.renew_locks).lower()}"]
     if spec.max_records is not None:
         lines.append(f"max.poll.records={spec.max_records}")
     if spec.request_timeout_ms is not None:

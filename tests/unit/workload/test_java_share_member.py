@@ -69,7 +69,9 @@ def test_a_refusal_names_the_error_and_a_commit_that_threw_is_unknown(tmp_path):
     t.feed(_line(e="ack_sent", nano=now + 20, acks=[["t", 0, [5], "accept"]]))
     t.feed(_line(e="ack_answer", nano=now + 25, answers=[["t", 0, "REQUEST_TIMED_OUT", 7]], failed=None))
     events.close(fsync=False)
-    refused, lost, timed_out = _events(tmp_path)
+    refused, expired, lost, timed_out = _events(tmp_path)
+    # the refusal is also the lock expiry the client sees, when the answer came; the others are not
+    assert (expired["kind"], expired["offsets"], expired["mono_ns"]) == ("share_lock_expired", [3], now + 5)
     # a timeout is no refusal: the leader may have applied it
     assert (timed_out["outcome"], timed_out["error_name"]) == ("unknown", "REQUEST_TIMED_OUT")
     assert (refused["outcome"], refused["error_name"], refused["error_code"]) == ("fail", "INVALID_RECORD_STATE", 121)
@@ -94,4 +96,29 @@ def test_the_member_config_carries_the_loop_settings_apart_from_the_consumers():
                                                                           max_records=50), share_lock_ms=3000)
     lines = properties(cfg)
     assert {"client.id=consumer-2", "group.id=g", "max.poll.records=50", "kafka.chaos.topic=t",
-            "kafka.chaos.processing.delay.ms=2.5", "kafka.chaos.lock.ms=3000"} <= set(lines)
+            "kafka.chaos.processing.delay.ms=2.5", "kafka.chaos.lock.ms=3000", "kafka.chaos.renew=false"} <= set(lines)
+    renewing = cfg.model_copy(update={"share_member": ShareMemberSpec(client="java", renew_locks=True)})
+    assert "kafka.chaos.renew=true" in properties(renewing)
+
+
+def test_a_renewal_is_recorded_as_an_acknowledgement_of_type_renew(tmp_path):
+    # KIP-1222: the member acknowledges RENEW what it could not begin in time; the record comes back from a later
+    # poll without a new acquired line, and is accepted then
+    events = EventWriter.for_run(tmp_path, "consumer-0")
+    t = Translator("g", events)
+    t.feed(_start())
+    now = time.monotonic_ns()
+    t.feed(_line(e="acquired", nano=now, topic="t", partition=0, offsets=[3, 4], dc=1, lock_ms=3000))
+    t.feed(_line(e="processed", nano=now + 20, started=now + 10, topic="t", partition=0, offset=3, dc=1))
+    t.feed(_line(e="ack_sent", nano=now + 30, acks=[["t", 0, [3], "accept"], ["t", 0, [4], "renew"]]))
+    t.feed(_line(e="ack_answer", nano=now + 40, answers=[["t", 0, None, None]], failed=None))
+    t.feed(_line(e="processed", nano=now + 60, started=now + 50, topic="t", partition=0, offset=4, dc=1))
+    t.feed(_line(e="ack_sent", nano=now + 70, acks=[["t", 0, [4], "accept"]]))
+    t.feed(_line(e="ack_answer", nano=now + 80, answers=[["t", 0, "INVALID_RECORD_STATE", 121]], failed=None))
+    events.close(fsync=False)
+    got = [(e["kind"], e.get("offsets"), e.get("ack_type"), e.get("outcome")) for e in _events(tmp_path)]
+    assert got == [("share_acquired", [3, 4], None, None), ("share_processed", [3], None, None),
+                   ("share_acknowledged", [3], "accept", "ok"), ("share_acknowledged", [4], "renew", "ok"),
+                   ("share_processed", [4], None, None), ("share_acknowledged", [4], "accept", "fail"),
+                   # the refusal is the lock expiry the client sees
+                   ("share_lock_expired", [4], None, None)]

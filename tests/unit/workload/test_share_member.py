@@ -75,13 +75,15 @@ def test_what_the_share_member_cannot_run_is_refused_at_load():
                       ({"client": "java", "client_version": "4.1.0"}, "kafka-clients 4.1.0 has no ShareConsumer"),
                       ({"client": "java", "wrong_mode": "accept_before_processing"}, "the Python member's"),
                       ({"wrong_mode": "process_past_lock"}, "needs processing time to run past the lock"),
-                      ({"wrong_mode": "ignore_revoke"}, "wrong_mode")]:
+                      ({"wrong_mode": "ignore_revoke"}, "wrong_mode"),
+                      ({"renew_locks": True}, "confluent-kafka's share consumer cannot renew a lock")]:
         with pytest.raises(ValidationError, match=says.replace("(", r"\(").replace(")", r"\)")):
             ShareMemberSpec.model_validate(bad)
     with pytest.raises(ValidationError, match="heartbeat_interval_ms must be below"):
         ShareGroupSpec(session_timeout_ms=1000, heartbeat_interval_ms=1000)
     assert ShareMemberSpec(client_version="2.15.0").client_version == "2.15.0"
     assert ShareMemberSpec(client="java", client_version="4.2.2").client_version == "4.2.2"
+    assert ShareMemberSpec(client="java", renew_locks=True).renew_locks
 
 
 # ------------------------------------------------------------------- the loop over one poll (a recording client)
