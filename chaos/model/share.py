@@ -78,9 +78,10 @@ class ShareMemberSpec(_Frozen):
     max_records: Annotated[int, Field(ge=1, le=10000)] | None = None
     #: deliberately wrong on purpose (:class:`ShareWrongMode`); None: the reference behaviour
     wrong_mode: ShareWrongMode | None = None
-    #: acknowledge the records it could not begin within the lock RENEW instead of RELEASE (KIP-1222: the leader
-    #: restarts their acquisition lock, the client hands them back from a later poll), at most three times in a row
-    #: per record; java only (confluent-kafka's ``AcknowledgeType`` has no RENEW)
+    #: renew the lock of every record acquired as soon as poll returns it (``AcknowledgeType.RENEW``, KIP-1222: the
+    #: leader restarts it), process it when the client hands it back from a later poll, and renew again what could
+    #: not be begun in time, at most three times in a row per record; java only (confluent-kafka's
+    #: ``AcknowledgeType`` has no RENEW)
     renew_locks: bool = False
 
     # what the run lifecycle asks of every member: a share member is kafka-chaos's own loop, never the application's

@@ -6,8 +6,9 @@ Kafka's ``VerifiableShareConsumer`` prints no delivery count (``tools/.../Verifi
 member is kafka-chaos's own, the same loop as the Python one (:mod:`chaos.workload.share_member`: acquire, process
 within 80 % of the lock, accept the processed records and release the rest, one ``commitSync`` per poll). The
 worker process starts it as its child JVM on the kafka-clients of the cluster's release (or of the member's
-``client_version``) and reads its JSON lines (with ``renew_locks`` the records it cannot begin in time are
-acknowledged ``renew``, KIP-1222, and handed back by the client from a later poll without a new ``acquired``):
+``client_version``) and reads its JSON lines (with ``renew_locks`` every record acquired is acknowledged
+``renew`` at once, KIP-1222, and processed when the client hands it back from a later poll, without a new
+``acquired``):
 
 - ``start`` (``nano``: ``System.nanoTime()``, ``wall_ms``): the JVM's clock. On Linux HotSpot's ``nanoTime`` is
   CLOCK_MONOTONIC, the history's clock; the worker checks it (``wall_ms - nano`` against this process's
