@@ -16,7 +16,9 @@ next time. The replay experiment fixes what the recorded run did
   ``after_epoch``) still waits for its state — that is what the fault meant
   (a coordinator killed *while* the group completes a rebalance) — but not
   before :data:`LIVE_LEAD_S` ahead of the second it fired at, so it waits for
-  the same rebalance, not an earlier one;
+  the same rebalance, not an earlier one (that second also stands for an
+  ``after_fault``, which is dropped: the replay's faults are listed in the order
+  they fired, so its ``fN`` would name another fault);
 * a ``random_member`` / ``random_broker`` target becomes the member / node it
   resolved to (``consumer-1``, ``broker-2``); a role (coordinator, partition
   leader, active controller, …) stays a role and is asked of the cluster again
@@ -199,7 +201,7 @@ def as_fired(rec: RecordedRun) -> tuple[Experiment, list[str]]:
         if trig.at_s is not None or trig.random is not None:
             data["trigger"] = {"at_s": start}
         else:
-            data["trigger"] = trig.model_dump(mode="json", exclude_defaults=True) | {
+            data["trigger"] = trig.model_dump(mode="json", exclude_defaults=True, exclude={"after_fault"}) | {
                 "not_before_s": max(trig.not_before_s, round(start - LIVE_LEAD_S, 3))}
         nodes = f.get("nodes") or []
         if spec.target in _PINNED and len(nodes) == 1:

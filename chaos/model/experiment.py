@@ -117,6 +117,12 @@ class Experiment(_Strict):
                 raise ValueError(f"faults.{i}.node: {f.node!r} is not a node; nodes are {sorted(nodes)}")
             if f.trigger.on_revoked and f.trigger.on_revoked not in members:
                 raise ValueError(f"faults.{i}.trigger.on_revoked: {f.trigger.on_revoked!r} is not a member")
+            after = f.trigger.after_index
+            if after is not None and (after >= i or self.faults[after].trigger.random is not None):
+                raise ValueError(f"faults.{i}.trigger.after_fault: {f.trigger.after_fault} must name a fault listed "
+                                 f"before this one (f0 to f{i - 1}) that fires once (not a random trigger)"
+                                 if i else "faults.0.trigger.after_fault: the first fault has no fault before it "
+                                 "to wait for: drop after_fault or list that fault first")
             if f.trigger.random and f.trigger.random.end_s and f.trigger.random.end_s > self.phases.chaos_s:
                 raise ValueError(f"faults.{i}.trigger.random.end_s exceeds phases.chaos_s={self.phases.chaos_s}")
             # a fault that cannot fire inside the chaos phase would leave a run that tested nothing

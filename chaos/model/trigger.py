@@ -92,6 +92,11 @@ class Trigger(_Strict):
     after_epoch: Annotated[int, Field(ge=1)] | None = None
     #: state triggers: do not fire before this many seconds into the chaos phase
     not_before_s: Annotated[float, Field(ge=0)] = 0.0
+    #: state triggers: do not fire before fault ``fN`` of this experiment (the N-th of ``faults``, from 0, as runs
+    #: and reports name it) is over — healed, or given up — and not before ``not_before_s`` either. A fault that
+    #: waits for the rebalance another fault's heal causes (a bounced member's rejoin) waits for that heal, not for
+    #: a second guessed in advance; when fN never fires, this one does not either
+    after_fault: Annotated[str, Field(pattern=r"^f[0-9]+$")] | None = None
     #: state triggers: give up (fault not injected, recorded) after this many seconds
     timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
@@ -100,7 +105,15 @@ class Trigger(_Strict):
         chosen = [k for k in _TRIGGER_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
             raise ValueError(f"give exactly one of {', '.join(_TRIGGER_KINDS)} (got {chosen or 'none'})")
+        if self.after_fault is not None and chosen[0] in ("at_s", "random"):
+            raise ValueError(f"after_fault {self.after_fault} applies to live triggers (state, on_revoked, "
+                             f"after_generation, after_epoch): give the fault one, or drop after_fault")
         return self
+
+    @property
+    def after_index(self) -> int | None:
+        """The position in ``faults`` of the fault ``after_fault`` names (None: waits for no fault)."""
+        return None if self.after_fault is None else int(self.after_fault[1:])
 
     @property
     def kind(self) -> str:
@@ -109,4 +122,5 @@ class Trigger(_Strict):
     def describe(self) -> str:
         k = self.kind
         v = getattr(self, k)
-        return f"{k}={v.model_dump() if isinstance(v, BaseModel) else v}"
+        text = f"{k}={v.model_dump() if isinstance(v, BaseModel) else v}"
+        return text if self.after_fault is None else f"{text}, after {self.after_fault}"

@@ -247,6 +247,8 @@ class Nemesis:
         self._threads: list[threading.Thread] = []
         self._t0_ns = 0
         self._woke: dict[str, int] = {}  # fault id -> when its thread resumed after the trigger
+        #: fault id -> set once its thread is over (healed, or gave up): what an ``after_fault`` trigger waits for
+        self._over: dict[str, threading.Event] = {pf.fault_id: threading.Event() for pf in planned}
         self._adhoc = 0  # faults fired by code (fire), numbered t1, t2 …
         #: KIP-848 state faults: (intended state, trigger, effect) — judged again once the chaos phase ends,
         #: when the samples after the effect (a failed-over coordinator's first answer) have come in
@@ -307,6 +309,16 @@ class Nemesis:
         since = self._t0_ns + int(trig.not_before_s * 1e9)
         if self.cancel.wait(max(0.0, (since - time.monotonic_ns()) / 1e9)):
             return None
+        if trig.after_fault is not None:
+            over = self._over[trig.after_fault]
+            while not over.is_set():  # the fault's heal (a bounced member back) opens the window, not a guess
+                if self.cancel.wait(0.05):
+                    rec.skipped_reason = f"chaos phase ended first ({trig.after_fault} was not over)"
+                    return None
+            if not self.records[trig.after_fault].fired:
+                rec.skipped_reason = f"{trig.after_fault}, which it waits for, did not fire"
+                return None
+            since = max(since, time.monotonic_ns())
         deadline = time.monotonic() + trig.timeout_s
         if trig.state is not None:
             rec.intended_state = trig.state
@@ -464,5 +476,8 @@ class Nemesis:
             if actives:
                 self.cancel.wait(pf.spec.duration_s)
         finally:
-            if actives:
-                self.heal(pf, actives)
+            try:
+                if actives:
+                    self.heal(pf, actives)
+            finally:
+                self._over[pf.fault_id].set()

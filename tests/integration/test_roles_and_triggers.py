@@ -96,8 +96,9 @@ def test_on_revoked_and_after_generation_triggers_fire_on_the_members_events(kaf
             # fires on consumer-1's revocation caused by that bounce
             {"type": "latency", "target": "member", "node": "consumer-2", "params": {"latency_ms": 50},
              "trigger": {"on_revoked": "consumer-1", "not_before_s": 0.5, "timeout_s": 20}, "duration_s": 1},
-            # fires at the first Stable generation (>= 1) after 2 s: the one the bounce's rejoin makes
-            {"type": "pause", "target": "random_member", "trigger": {"after_generation": 1, "not_before_s": 2,
+            # fires at the first Stable generation (>= 1) once the bounce is over (consumer-0 started again): the
+            # one its rejoin makes; a random member then is never one on its way out
+            {"type": "pause", "target": "random_member", "trigger": {"after_generation": 1, "after_fault": "f0",
                                                                      "timeout_s": 20}, "duration_s": 1},
             # generation 99 is never reached in this run
             {"type": "latency", "target": "member", "node": "consumer-1", "params": {"latency_ms": 50},
@@ -120,16 +121,18 @@ def test_on_revoked_and_after_generation_triggers_fire_on_the_members_events(kaf
     assert revoked and revoked[0].mono_ns <= start.mono_ns, on_revoked
     assert (start.mono_ns - revoked[0].mono_ns) / 1e6 < 1000, on_revoked
 
-    # after_generation: injected after the first assignment of a new generation seen after not_before_s
+    # after_generation with after_fault: injected after the first assignment of a new generation seen once the
+    # bounce was over (its fault_end: consumer-0 started again), i.e. the generation of consumer-0's rejoin
     assert after_gen["fired"] and after_gen["effect_ok"] and after_gen["healed_ok"], after_gen
+    assert "after f0" in after_gen["trigger"], after_gen
     start = starts[after_gen["fault_id"]]
-    # the trigger: the first generation whose first assignment comes after not_before_s
+    bounce_over = next(e.mono_ns for e in h.events if e.kind is Kind.FAULT_END and e.fault_id == bounce["fault_id"])
     first_of_gen: dict[int, int] = {}
     for e in h.events:
         if e.kind is Kind.ASSIGNED and e.generation is not None:
             first_of_gen.setdefault(e.generation, e.mono_ns)
-    due = min(ns for g, ns in first_of_gen.items() if g >= 1 and ns >= chaos_ns + 2e9)
-    assert due <= start.mono_ns and (start.mono_ns - due) / 1e6 < 1000, after_gen
+    due = min(ns for g, ns in first_of_gen.items() if g >= 1 and ns >= bounce_over)
+    assert bounce_over <= due <= start.mono_ns and (start.mono_ns - due) / 1e6 < 1000, after_gen
     assert after_gen["nodes"][0] in {"consumer-0", "consumer-1", "consumer-2"}
 
     # a generation never reached: recorded as not fired, and nothing injected

@@ -167,9 +167,10 @@ def test_a_fault_on_member_processes_that_may_hit_the_bounced_member_waits_until
             checked += 1
             if f.trigger.at_s is not None:  # outside the bounce's window
                 assert f.trigger.at_s >= back - 1e-9 or f.trigger.at_s + f.duration_s <= bounce.trigger.at_s, f
-            else:
-                assert f.trigger.not_before_s >= back - 1e-9, f
-                assert exp.phases.chaos_s >= f.trigger.not_before_s + f.duration_s
+            else:  # a live trigger waits for the bounce's heal: the member started again, then its rejoin
+                assert f.trigger.after_fault == "f0", f
+                assert f.trigger.not_before_s >= bounce.trigger.at_s + bounce.duration_s - 1e-9, f
+                assert exp.phases.chaos_s >= back + f.duration_s
     assert checked > 20
 
 

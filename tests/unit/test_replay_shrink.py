@@ -90,6 +90,22 @@ def test_as_fired_pins_times_and_random_targets_and_keeps_live_triggers(tmp_path
     assert replay.workload == exp.workload and replay.phases == exp.phases and replay.cluster == exp.cluster
 
 
+def test_as_fired_drops_after_fault_and_pins_the_second_the_fault_fired_at(tmp_path):
+    # the replay lists faults in the order they fired: its f0 would be another fault; the second pins the rebalance
+    exp = load_experiment("baseline").model_copy(update={"faults": ()})
+    exp = Experiment.model_validate(exp.model_dump(mode="json") | {"faults": [
+        {"type": "bounce", "target": "member", "node": "consumer-1", "trigger": {"at_s": 2}, "duration_s": 1},
+        {"type": "pause", "target": "random_member", "trigger": {"state": "Stable", "after_fault": "f0",
+                                                                  "not_before_s": 3}},
+    ]})
+    run = _record(tmp_path, exp, [_fired("f0", 2.0, ["consumer-1"]), _fired("f1", 7.5, ["consumer-2"])])
+    replay, notes = as_fired(load_recorded(run))
+    live = next(f for f in replay.faults if f.trigger.state is not None)
+    assert live.trigger.after_fault is None and notes == []
+    assert live.trigger.not_before_s == pytest.approx(7.5 - LIVE_LEAD_S)
+    assert (live.target, live.node) == (Role.MEMBER, "consumer-2")
+
+
 @pytest.mark.parametrize("damage, says", [
     (lambda run: (run / "faults.json").unlink(), "no faults.json"),
     (lambda run: (run / "header.json").write_text("{not json"), "header.json: not valid JSON"),

@@ -99,6 +99,25 @@ def test_docker_only_experiments_are_valid_and_ask_for_docker():
      "remote_assignor: Input should be 'uniform' or 'range'"),
     ({"name": "x", "faults": [{"type": "kill", "target": "active_controller"}]},
      "faults.0: active_controller needs a KRaft cluster"),
+    # after_fault: a live trigger waiting for an earlier fault to be over
+    ({"name": "x", "faults": [{"type": "bounce", "target": "member", "node": "consumer-0", "trigger": {"at_s": 1}},
+                              {"type": "kill", "target": "coordinator", "trigger": {"at_s": 3, "after_fault": "f0"}}]},
+     "after_fault f0 applies to live triggers"),
+    ({"name": "x", "faults": [{"type": "kill", "target": "coordinator",
+                               "trigger": {"state": "Stable", "after_fault": "f1"}},
+                              {"type": "bounce", "target": "member", "node": "consumer-0", "trigger": {"at_s": 1}}]},
+     "faults.0.trigger.after_fault: the first fault has no fault before it"),
+    ({"name": "x", "faults": [{"type": "bounce", "target": "member", "node": "consumer-0", "trigger": {"at_s": 1}},
+                              {"type": "kill", "target": "coordinator",
+                               "trigger": {"state": "Stable", "after_fault": "f2"}}]},
+     "faults.1.trigger.after_fault: f2 must name a fault listed before this one (f0 to f0)"),
+    ({"name": "x", "faults": [{"type": "bounce", "target": "random_member", "trigger": {"random": {"count": 2}}},
+                              {"type": "kill", "target": "coordinator",
+                               "trigger": {"state": "Stable", "after_fault": "f0"}}]},
+     "that fires once (not a random trigger)"),
+    ({"name": "x", "faults": [{"type": "kill", "target": "coordinator",
+                               "trigger": {"state": "Stable", "after_fault": "bounce"}}]},
+     "after_fault: String should match pattern"),
 ])
 def test_bad_experiments_fail_with_one_line_naming_file_and_field(doc, fragment):
     with pytest.raises(UsageError) as err:
