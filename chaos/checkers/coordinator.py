@@ -14,7 +14,10 @@ Sources, per group, in history order:
   Unknown.
 
 The latest evidence wins, it is not a maximum: after a failover the loaded
-generation is the truth.
+generation is the truth. A broker's lines count only while it is the group's
+coordinator, from its ``loading`` line until another broker's
+(:func:`timelines`): a replaced coordinator may still log a generation the
+group never had.
 
 KIP-848 groups (samples with ``group_type`` consumer) have no group-wide
 generation a commit could carry: each member has its own *member epoch*
@@ -76,9 +79,23 @@ class GenerationTimeline:
 
 
 def timelines(idx: HistoryIndex) -> dict[str, GenerationTimeline]:
+    """Per group, the coordinator's generation over time (module docstring).
+
+    A broker's lines count while it is the group's coordinator: from its ``loading`` line until another broker's
+    (before any ``loading``, every broker's). A coordinator cut off from the cluster does not know at once that
+    it was replaced: it may complete a join and log ``Stabilized … generation N+1`` after the new coordinator
+    loaded N from ``__consumer_offsets`` (the bump is stored only with the leader's SyncGroup, which the old one
+    can no longer write), and the new one rightly accepts commits of N. Taken as the group's, such a line would
+    make them look stale.
+    """
     out: dict[str, GenerationTimeline] = {}
+    coordinator: dict[str, int] = {}  # group -> the broker that loaded it last
     for e in cast("list[BrokerLog | GroupStateSample]", idx.stream((BrokerLog, GroupStateSample))):
         if type(e) is BrokerLog:
+            if e.event is BrokerLogEvent.LOADING:
+                coordinator[e.group] = e.broker
+            elif coordinator.get(e.group, e.broker) != e.broker:
+                continue  # a replaced coordinator's line (docstring)
             if e.event not in _TIMELINE_LOG_EVENTS or e.generation is None:
                 continue
         elif e.generation is None or e.state in _SKIP_STATES or e.generation < 0:
