@@ -60,6 +60,18 @@ commit lost in the failover looks like (e.g. KAFKA-20634, acknowledged writes
 completed by a high watermark over truncated records). Observed on Kafka 4.4.0
 (docs/architecture.md, "Committed offsets across coordinator failover").
 
+Reads behind the store. The runner reads the group's ``__consumer_offsets`` partition after the run
+(``stored_offsets``, :mod:`chaos.workload.offsets_log`). A sample below an acknowledged maximum is set aside
+(``behind_store_samples``, cited in a note) when the last of those records appended before the sample was
+asked holds the maximum or more: the store had it then and never lost it (a record that survived to the end
+was never truncated by a later leader), so the answer lagged the store — a new coordinator's high watermark
+not yet past its log, whether or not a re-read came before the next commit. Found by exploring Kafka 4.4.0
+(classic group): the coordinator was killed 7 ms after it answered a commit, the new one's first OffsetFetch
+answer, 0.3 s after it loaded the group, read below it, and a new commit came 0.2 s later; the commit's
+record was at log offsets 4096-4099, stored before the kill. A record absent from the log, or a lower record
+after it, leaves the sample judged. Without the event (a read that failed, histories recorded before it) the
+rule has no evidence and sets nothing aside.
+
 A client's own auto-commits answered out of order. librdkafka builds an auto-commit
 from the stored offsets when its timer fires and keeps that list: one built while the
 coordinator is unknown waits in the group's wait-coordinator queue, and one answered
@@ -91,7 +103,16 @@ from chaos.checkers.bounds import ResolvedBounds
 from chaos.checkers.coordinator import LOG_STAMP_UNCERTAINTY_NS
 from chaos.checkers.index import HistoryIndex, fmt_tp, index_of
 from chaos.checkers.result import FindingLog, Result
-from chaos.history import BrokerLog, BrokerLogEvent, Commit, CommittedOffsets, FaultStart, History, MemberStart
+from chaos.history import (
+    BrokerLog,
+    BrokerLogEvent,
+    Commit,
+    CommittedOffsets,
+    FaultStart,
+    History,
+    MemberStart,
+    StoredOffsets,
+)
 from chaos.history.event import MemberClient
 from chaos.model.checker_name import CheckerName
 from chaos.model.fault_traits import FaultTrait
@@ -203,6 +224,35 @@ def _trailing(seen: _Seen, loaders: dict[str, tuple[list[int], list[int]]], key:
         return not any(v >= top and sent <= later_ns and answered >= ns - slack
                        for sent, answered, v in commits.get(key, ()))
     return False
+
+
+#: per (group, topic, partition): the stored commits as (append time on CLOCK_MONOTONIC, log offset, value), in
+#: log order, and the log offsets' records — what the read-behind-the-store rule looks up
+_Stored = dict[tuple[str, str, int], list[tuple[int, int, int]]]
+
+
+def _stored(idx: HistoryIndex) -> _Stored:
+    """The ``stored_offsets`` records per partition, their append times (the broker's wall-clock stamp) mapped
+    onto CLOCK_MONOTONIC with the wall/monotonic pair of the event that carries them."""
+    out: _Stored = {}
+    for e in cast("list[StoredOffsets]", idx.of(StoredOffsets)):
+        wall_minus_mono_ns = int(e.ts * 1e9) - e.mono_ns
+        for topic, part, value, log_offset, ms in e.stored:
+            out.setdefault((e.group, topic, part), []).append((ms * 1_000_000 - wall_minus_mono_ns, log_offset, value))
+    for rows in out.values():
+        rows.sort(key=lambda r: r[1])
+    return out
+
+
+def _behind_store(stored: _Stored, key: tuple[str, str, int], top: int, sample_ns: int) -> tuple[int, int] | None:
+    """(log offset, ms before the sample) of the stored record showing that ``__consumer_offsets`` already held
+    ``top`` or more when the sample was asked: the last record of the partition that survived to the end of the
+    run and was appended before it. None when the store did not hold that much then (or nothing says so)."""
+    before = [r for r in stored.get(key, ()) if r[0] + LOG_STAMP_UNCERTAINTY_NS <= sample_ns]
+    if not before:
+        return None
+    append_ns, log_offset, value = before[-1]
+    return (log_offset, (sample_ns - append_ns) // 1_000_000) if value >= top else None
 
 
 def check(history: History, bounds: ResolvedBounds) -> Result:
@@ -324,6 +374,9 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 top_commit[key] = cast("Commit", e)
     # (group, broker) -> seqs of its trailing reads, set aside; moves left with none are dropped
     trailing: dict[tuple[str, int], list[int]] = {}
+    # group -> (seq, log offset of the record the store already held, ms between) of samples that read behind it
+    behind: dict[str, list[tuple[int, int, int]]] = {}
+    stored = _stored(idx)
     for move, (text, later) in list(moves.items()):
         if move not in undercut:  # a commit below a commit: never set aside
             continue
@@ -333,6 +386,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             at = sample_at.get(seq)
             if at is not None and _trailing(seen, loaders, key, undercut[move], (at[0], at[1], 0, seq), slack):
                 trailing.setdefault((move[0], at[1]), []).append(seq)
+            elif at is not None and (held := _behind_store(stored, key, undercut[move][0], at[0])) is not None:
+                behind.setdefault(move[0], []).append((seq, *held))
             else:
                 kept.append(seq)
         if kept:
@@ -354,17 +409,28 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                  f"loaded the group read below an acknowledged commit that the same broker answered again later "
                  f"with no new commit: set aside, not judged (a new coordinator reads at its high watermark, "
                  f"which trails its log for a moment after a leader change{more})", *seqs[:MAX_CITED])
+    for group, rows in behind.items():
+        rows = sorted(set(rows))
+        more = f", the first {MAX_CITED} cited" if len(rows) > MAX_CITED else ""
+        seq, log_offset, ms = rows[0]
+        log.note(f"group {group}: {len(rows)} committed-offset sample(s) read below what __consumer_offsets already "
+                 f"held (e.g. sample seq {seq}: the record at log offset {log_offset}, stored {ms} ms before it was "
+                 f"asked, kept to the end of the run): set aside, not judged (the coordinator's answer lagged its "
+                 f"store{more})", *[r[0] for r in rows[:MAX_CITED]])
     moved = {(g, t, p) for g, t, p, _ in moves}
     undercutting = sum(len(later) for _, later in moves.values())
     metrics = {"observations": observations, "partitions": len(state), "violations": log.violation_count,
                "partitions_moved_back": len(moved), "observations_below": undercutting,
                "stale_samples": sum(len(v) for v in stale.values()),
                "trailing_samples": sum(len(set(v)) for v in trailing.values()),
+               "behind_store_samples": sum(len(set(v)) for v in behind.values()),
                "out_of_order_auto_commits": out_of_order}
     reordered_text = (f"; {out_of_order} of them a client's own auto-commit(s) answered out of order"
                       if out_of_order else "")
     aside = [f"{n} {what} set aside" for n, what in ((metrics["stale_samples"], "deposed coordinator's sample(s)"),
-                                                     (metrics["trailing_samples"], "new coordinator's trailing read(s)"))
+                                                     (metrics["trailing_samples"], "new coordinator's trailing read(s)"),
+                                                     (metrics["behind_store_samples"],
+                                                      "sample(s) behind __consumer_offsets"))
              if n]
     return log.result(NAME, f"committed offsets never moved backwards ({observations} observations, "
                       f"{len(state)} partition(s){''.join(', ' + a for a in aside)})",

@@ -87,6 +87,8 @@ class Kind(StrEnum):
     FAULT_VERIFIED = "fault_verified"
     PHASE = "phase"
     FINAL_READ = "final_read"
+    #: the group's offset commits as ``__consumer_offsets`` stored them, read after the run
+    STORED_OFFSETS = "stored_offsets"
     #: share groups (KIP-932): a member acquired records, acknowledged them, saw its lock pass; the observer's sample
     SHARE_ACQUIRED = "share_acquired"
     SHARE_ACKNOWLEDGED = "share_acknowledged"
@@ -694,10 +696,28 @@ class FinalRead(Event):
     kind: ClassVar[Kind] = Kind.FINAL_READ
 
 
+#: one stored offset commit: (topic, partition, committed offset, its record's offset in ``__consumer_offsets``,
+#: the record's timestamp in wall-clock ms — when the coordinator stored it)
+StoredOffset = tuple[Name, Int32, int, int, int]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class StoredOffsets(Event):
+    """The group's offset commits in its ``__consumer_offsets`` partition (``log_partition``), appended from the
+    run's start, as the partition held them after the run (:mod:`chaos.workload.offsets_log`): what the store
+    kept, which the coordinator's OffsetFetch answers may lag."""
+
+    group: Name
+    log_partition: Int32
+    stored: tuple[StoredOffset, ...]
+    kind: ClassVar[Kind] = Kind.STORED_OFFSETS
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     SendOk, SendFail, SendUnknown, MemberStart, Assigned, Revoked, Lost, Consumed, Commit,
     ErrorEvent, MemberStop, GroupStateSample, BrokerLog, CommittedOffsets, FaultStart, FaultEnd,
-    FaultVerified, PhaseEvent, FinalRead, ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareProcessed,
+    FaultVerified, PhaseEvent, FinalRead, StoredOffsets, ShareAcquired, ShareAcknowledged, ShareLockExpired, ShareProcessed,
     ShareGroupStateSample,
 )
 EVENT_CLASS: dict[Kind, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}

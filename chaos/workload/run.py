@@ -43,6 +43,7 @@ from chaos.process import ManagedProcess, Session
 from chaos.workload import application, libraries, processed_reports
 from chaos.workload.consumer import InflightCommits, inflight_path, subscription_path
 from chaos.workload.observer import GroupObserver
+from chaos.workload.offsets_log import read_stored
 from chaos.workload.spec import WorkerConfig
 
 
@@ -72,6 +73,7 @@ class WorkloadRun:
         self.member_specs: dict[str, ConsumerSpec | ShareMemberSpec] = {f"consumer-{i}": c for i, c in enumerate(members)}
         self.producer_specs: dict[str, ProducerSpec] = {f"producer-{i}": p for i, p in enumerate(spec.producers)}
         self.runner_events: EventWriter | None = None
+        self._started_wall = time.time()  # start() sets it again
         self.observer: GroupObserver | None = None
         self.admin: ClusterAdmin | None = None
         self._merged: Path | None = None
@@ -104,6 +106,7 @@ class WorkloadRun:
         (self.run_dir / "events").mkdir(exist_ok=True)
         self.session = Session("workload")
         self.runner_events = EventWriter.for_run(self.run_dir, "runner")
+        self._started_wall = time.time()
         self.phase(RunPhase.SETUP)
         self._write_header()
         self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
@@ -497,8 +500,23 @@ class WorkloadRun:
             if offsets:
                 writer.emit(Kind.FINAL_READ, group=None, topic=self.topic, records=[[p, o] for o in offsets])
                 total += len(offsets)
+        if self.spec.share is None:
+            self._read_stored_offsets(writer, timeout)
         writer.close()
         return total
+
+    def _read_stored_offsets(self, writer: EventWriter, timeout: float) -> None:
+        """Record the group's offset commits as ``__consumer_offsets`` stores them (``stored_offsets``): the
+        committed-offsets checker's evidence of what the store held when an OffsetFetch answer lagged it. Not
+        recorded when the read fails (said as an error event): a partial read would pass for a whole one."""
+        since_ms = int(self._started_wall * 1000) - 1000  # the brokers' clock is this machine's: a second's margin
+        try:
+            part, stored = read_stored(self.cluster.bootstrap("ctl"), self.group, since_ms, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - evidence missing, not a failed run: the checker goes without it
+            writer.emit(Kind.ERROR, message=f"__consumer_offsets not read: {exc}"[:1000], error_code=None,
+                        error_name=type(exc).__name__, fatal=False)
+            return
+        writer.emit(Kind.STORED_OFFSETS, group=self.group, log_partition=part, stored=stored)
 
     def close(self) -> Path | None:
         """Stop every worker (members cleanly), the observer; merge the history; copy node logs."""

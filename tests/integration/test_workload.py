@@ -58,6 +58,20 @@ def test_three_members_get_disjoint_assignments_in_one_generation_and_nothing_ac
     assert consumed and all(e.generation is not None and e.member_id for e in consumed)
     commits = [e for e in h.events if e.kind is Kind.COMMIT]
     assert commits and all(c.outcome.value == "ok" for c in commits)
+    # __consumer_offsets, read after the run, holds every commit answered before that read, stored before its answer
+    [stored] = [e for e in h.events if e.kind is Kind.STORED_OFFSETS]
+    wall_minus_mono = int(stored.ts * 1e9) - stored.mono_ns
+    appended: dict[tuple, int] = {}  # each value's first record (a value committed again keeps its first)
+    for t, p, o, _log, ms in stored.stored:
+        appended.setdefault((t, p, o), ms * 1_000_000 - wall_minus_mono)
+    final_read_ns = next(e.mono_ns for e in h.events if e.kind is Kind.PHASE and e.name.value == "final_read")
+    answered = [c for c in commits if c.answered_ns is not None and c.answered_ns < final_read_ns]
+    assert answered
+    for c in answered:
+        for t, p, o in c.offsets:
+            assert (t, p, o) in appended, (c, stored.log_partition)
+            assert appended[(t, p, o)] <= c.answered_ns + 2_000_000, c  # ms stamps: 1 ms, and the wall/mono pair
+    assert [log for *_, log, _ms in stored.stored] == sorted(log for *_, log, _ms in stored.stored)
     assert judge_run(run_dir).valid.value == "true"
 
 

@@ -44,6 +44,7 @@ EXTRA = {  # kinds the simulation does not write, and optional fields it leaves 
              "ts_uncertain_ns": 7},
     "commit": {"group": "g", "offsets": [["t", 1, 7]], "generation": 3, "member_id": "m", "outcome": "ok",
                "error_code": None, "error_name": None, "auto": True, "answered_ns": 12, "ts_uncertain_ns": None},
+    "stored_offsets": {"group": "g", "log_partition": 1, "stored": [["t", 1, 7, 4096, 1795938431951]]},
     # share groups (KIP-932): every optional field set
     "share_acquired": {"group": "g", "topic": "t", "partition": 1, "offsets": [4, 5], "delivery_count": 2,
                        "member_id": "m", "lock_duration_ms": 30000, "fetched_ns": 8, "ts_uncertain_ns": 3},

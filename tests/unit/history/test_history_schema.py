@@ -48,6 +48,7 @@ SAMPLES = {
     "fault_verified": {"fault_id": "f1", "stage": "effect", "ok": True, "evidence": "state T"},
     "phase": {"name": "quiesce"},
     "final_read": {"group": None, "topic": "t", "records": [[0, 1], [0, 2]]},
+    "stored_offsets": {"group": "g", "log_partition": 3, "stored": [["t", 0, 12, 4096, 1795938431951]]},
     # share groups (KIP-932): required fields only (tests/unit/checkers/test_share_checkers.py sets the others)
     "share_acquired": {"group": "g", "topic": "t", "partition": 0, "offsets": [3, 4], "delivery_count": 1,
                        "member_id": "m"},
