@@ -181,7 +181,21 @@ class LiveWatch:
                 self._cond.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def leader_name(self) -> str | None:
-        return self.member_ids.get(self.group_leader) if self.group_leader else None
+        """The member (worker name) the coordinator last named group leader, None when unknown.
+
+        A leader whose member id no ``assigned`` event showed yet — the leader line is read with the trigger's
+        own, before the new generation's assignments, and a member that lost its partitions rejoins under a new
+        id — is recognised by its id's prefix: the classic coordinator names a member ``<client.id>-<UUID>``
+        (``GroupMetadata.generateMemberId``; ``<group.instance.id>-<UUID>`` for a static one) and every member's
+        client id is its name. Found exploring 4.4.0: a fault on the group leader triggered by such a rebalance
+        resolved to nothing."""
+        leader = self.group_leader
+        if not leader:
+            return None
+        name = self.member_ids.get(leader)
+        if name is None:
+            name = next((n for n in sorted(set(self.member_ids.values())) if leader.startswith(n + "-")), None)
+        return name
 
     def since(self, since_ns: int) -> list[Signal]:
         with self._cond:

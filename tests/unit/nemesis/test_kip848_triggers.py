@@ -228,6 +228,15 @@ def test_classic_lines_keep_their_signals(tmp_path: Path):
         ("PreparingRebalance", 2, "classic", 2), ("CompletingRebalance", 3, "classic", 2),
         ("leader", 3, "classic", 2)]
     assert w.samples is None  # classic runs read no samples
+    # the leader's id came with no assignment yet: no member is known to hold it
+    assert w.leader_name() is None
+    r.emit([(5960, "consumer-1", Kind.ASSIGNED, {"group": CLASSIC, "partitions": [["t", 0]], "generation": 2,
+                                                 "member_id": "consumer-1-0f27d3a2", "incremental": False}),
+            (5961, "consumer-10", Kind.ASSIGNED, {"group": CLASSIC, "partitions": [["t", 1]], "generation": 2,
+                                                  "member_id": "consumer-10-3ff17e7c", "incremental": False})])
+    w = r.watch(CLASSIC, kip848=False)
+    # consumer-1 rejoined under a new id its assigned event has not shown yet: named by the id's client-id prefix
+    assert w.leader_name() == "consumer-1"
 
 
 # ------------------------------------------------------------------ triggers
