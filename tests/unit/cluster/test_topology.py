@@ -107,3 +107,21 @@ def test_taken_base_port_is_a_one_line_error():
             plan(ClusterSpec.build(base_port=port))
     finally:
         s.close()
+
+
+def test_quorum_links_of_a_broker_and_of_a_voter():
+    from chaos.nemesis.kinds.link import quorum_links
+
+    def links(spec: ClusterSpec, node: str) -> set[str]:
+        topo = plan(spec)
+        return set(quorum_links(node, [l.name for l in topo.links_of(node)], {c.node for c in topo.controllers},
+                                {n.node for n in (*topo.brokers, *topo.controllers)}))
+
+    one = ClusterSpec.build(brokers=3, kafka_version="4.4.0")
+    assert links(one, "broker-2") == {"broker-2.controller-1"}
+    # a lone controller: its brokers' links into it (its self-link too), not only its links to voters (the self-link)
+    assert links(one, "controller-1") >= {"broker-1.controller-1", "broker-2.controller-1", "broker-3.controller-1"}
+    three = ClusterSpec.build(brokers=3, kafka_version="4.4.0", controllers=3)
+    got = links(three, "controller-2")
+    assert {"controller-2.controller-1", "controller-1.controller-2", "broker-3.controller-2"} <= got
+    assert not any(l.startswith(("lane", "ctl")) or "controller-2" not in l for l in got)
