@@ -55,8 +55,8 @@ def links_of(inj: Injection[LinkFault] | Injection[Rpc], node: str) -> list[str]
         return [l for l in own if l.startswith(f"{node}.zk-")]
     if inj.spec.links is LinkScope.QUORUM:
         topo = inj.topology
-        return quorum_links(node, own, {v.node for v in topo.controllers},
-                            {n.node for n in (*topo.brokers, *topo.controllers)})
+        voters = {v.node for v in topo.controllers}
+        return quorum_links(node, own, voters, voters | {b.node for b in topo.brokers})
     if inj.spec.links is LinkScope.CLIENTS:
         return [l for l in own if l.startswith("lane")]
     return own
