@@ -281,8 +281,9 @@ class Plan:
             data["node"] = rng.choice(list(self.base.cluster.node_names))
         elif role is Role.LEADER:
             data["partition"] = rng.randrange(self.base.workload.partitions)
-        data.update(kind.explore_fields(rng, self.base, role, Trigger.model_validate(trigger)))
         try:
+            # a kind may refuse the workload itself (add_partitions: members that would not see new partitions)
+            data.update(kind.explore_fields(rng, self.base, role, Trigger.model_validate(trigger)))
             fault = FaultSpec.build(**data)
             self._experiment([fault.model_dump(mode="json", exclude_defaults=True) | {"type": fault.type}], "")
         except (ValidationError, UsageError, ValueError):

@@ -103,8 +103,9 @@ def test_shards_partition_the_plan_exactly(n):
 def test_steering_tries_every_reachable_cell_of_a_small_space_before_any_twice():
     plan = Plan(WORKLOADS["zookeeper-classic"], 7, families=("topology", "membership"))
     reachable = set(plan.reachable())
-    # switch_protocol needs Kafka 4.x: its cells are in the space but no draw fills them here
-    assert reachable and {c.kind for c in set(plan.cells) - reachable} == {"switch_protocol"}
+    # switch_protocol needs Kafka 4.x, add_partitions members that refresh their metadata within a run: their
+    # cells are in the space but no draw fills them here
+    assert reachable and {c.kind for c in set(plan.cells) - reachable} == {"switch_protocol", "add_partitions"}
     space = set(plan.cells)
     tried: list[Cell] = []
     steps = 0
@@ -299,3 +300,12 @@ def test_a_revocation_trigger_never_waits_for_a_black_box_member():
     for _ in range(40):
         assert not [f for f in plan.next().experiment.faults if f.trigger.on_revoked], "a trigger that cannot fire"
     assert all(c.phase != Phase.REVOKED.value for c in plan.counts), "revocation cells are unreachable here"
+
+
+def test_the_topic_grows_only_under_members_that_would_see_it_grow():
+    # found by exploring 4.4.0: baseline's members (librdkafka's 5-minute metadata refresh) never took the added
+    # partition; a workload whose members refresh every 2 s (the catalogue's partitions-added) is grown
+    slow = Plan(load_experiment("baseline"), 3, families=("topology",))
+    assert not [c for c in slow.reachable() if c.kind == "add_partitions"]
+    fast = Plan(load_experiment("partitions-added"), 3, families=("topology",))
+    assert [c for c in fast.reachable() if c.kind == "add_partitions"]
