@@ -184,7 +184,10 @@ def build_report(results: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         experiments = sorted({r.run_dir.experiment for r in runs})
         progress(f"{len(runs)} runs, {len(experiments)} experiments, {len(nights)} nights"
                  f"{'' if spark is not None else '; starting Spark'}")
-        spark = spark or spark_session(master)
+        # a session of its own over the shared SparkContext: the report's temp views ("events", "run_bounds", ...)
+        # and settings are its own. Two reports built at once in one process shared them and read each other's
+        # events (the test session's background build beside a test's own report: its re-check disagreed)
+        spark = (spark or spark_session(master)).newSession()
         size = sum(r.run_dir.history.stat().st_size for r in runs)
         if size < SMALL_ARCHIVE_BYTES:
             # Small archives: the job's ~40 queries cost their planning and scheduling, not their data. Compiling

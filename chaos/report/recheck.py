@@ -55,13 +55,15 @@ independent second implementation over the ``events`` table, so a checker bug
   the rises so far) more than the clock slack before the observation was sent, is a move back. Samples a
   deposed coordinator answered (another broker logged loading the group at least the log's stamp resolution
   before) are dropped, as the checker sets them aside. Compared as the set of (group, topic, partition) the
-  checker names. The checker also sets aside a new coordinator's trailing reads; that rule is not mirrored:
+  checker names. The checker also sets aside a new coordinator's trailing reads and reads behind the store
+  (``stored_offsets``); those rules are not mirrored:
   a partition whose moves are all samples of a group some broker loaded, and that the checker does not name,
   makes the row not compared. Runs with a member whose client may stamp commits after the fact (the Java
   worker, the JVM interceptor: ``ts_uncertain_ns``, which the events table does not carry) are not compared.
 - ``fencing`` (invariant 3, classic groups, as ``chaos/checkers/fencing.py``): the coordinator's generation
-  timeline per group (``stabilized``/``preparing_rebalance``/``loading`` lines and ``group_state`` samples that
-  are neither Dead nor Unknown, latest evidence wins, repeats collapsed); an ``ok`` commit with generation
+  timeline per group (``stabilized``/``preparing_rebalance``/``loading`` lines of the broker that last loaded the
+  group — every broker's before any loading line — and ``group_state`` samples that are neither Dead nor Unknown,
+  latest evidence wins, repeats collapsed); an ``ok`` commit with generation
   g >= 0 is a violation when every entry in effect at some moment of [sent, answered] (without an answer stamp:
   [reported - slack, reported]), widened by the log's stamp resolution, is above g. Compared as whether the run
   has a violation. Not compared: KIP-848 groups (member epochs against each member's own timeline, not
@@ -241,12 +243,19 @@ GROUP BY m.run, m.group_id, m.topic, m.partition
 # Classic groups: the coordinator's generation timeline (the latest evidence wins, repeats collapsed) and, per
 # accepted commit, the entries in effect at some moment of the interval it can have been judged in.
 _SQL_FENCING = """
-WITH tl_raw AS (
+WITH logs AS (  -- each line with the broker that last loaded the group (the coordinator since), null before any
+  SELECT run, group_id, seq, mono_ns, generation, log_event, broker,
+         last_value(CASE WHEN log_event = 'loading' THEN broker END, true)
+           OVER (PARTITION BY run, group_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS loaded_by
+  FROM events WHERE kind = 'broker_log'),
+tl_raw AS (
+  SELECT run, group_id, seq, mono_ns, generation FROM logs
+  WHERE log_event IN ('stabilized', 'preparing_rebalance', 'loading') AND generation IS NOT NULL
+    AND (loaded_by IS NULL OR loaded_by = broker)  -- a replaced coordinator's lines are not the group's
+  UNION ALL
   SELECT run, group_id, seq, mono_ns, generation FROM events
-  WHERE (kind = 'broker_log' AND log_event IN ('stabilized', 'preparing_rebalance', 'loading')
-         AND generation IS NOT NULL)
-     OR (kind = 'group_state' AND generation IS NOT NULL AND generation >= 0
-         AND coalesce(state, '') NOT IN ('Dead', 'Unknown'))),
+  WHERE kind = 'group_state' AND generation IS NOT NULL AND generation >= 0
+    AND coalesce(state, '') NOT IN ('Dead', 'Unknown')),
 tl AS (
   SELECT * FROM (SELECT *, lag(generation) OVER (PARTITION BY run, group_id ORDER BY seq) AS prev FROM tl_raw)
   WHERE prev IS NULL OR prev <> generation),
@@ -490,7 +499,8 @@ def _compare_offsets(row: dict[str, Any], spark_keys: dict[tuple[str, str, int],
     elif spark_only and not capped:
         row.update(compared=False, spark_example=spark_keys[min(spark_only)][1], note=(
             "a partition read below only in samples of a group a broker loaded: the checker's trailing-read "
-            "rule (a new coordinator's first reads) is not re-checked"))
+            "rule (a new coordinator's first reads) and its read-behind-the-store rule (stored_offsets) are not "
+            "re-checked"))
     else:
         row["agree"] = True
         if capped:
