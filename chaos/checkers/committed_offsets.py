@@ -227,7 +227,7 @@ def _trailing(seen: _Seen, loaders: dict[str, tuple[list[int], list[int]]], key:
 
 
 #: per (group, topic, partition): the stored commits as (append time on CLOCK_MONOTONIC, log offset, value), in
-#: log order, and the log offsets' records — what the read-behind-the-store rule looks up
+#: log order — what the read-behind-the-store rule looks up
 _Stored = dict[tuple[str, str, int], list[tuple[int, int, int]]]
 
 

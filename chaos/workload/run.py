@@ -73,7 +73,7 @@ class WorkloadRun:
         self.member_specs: dict[str, ConsumerSpec | ShareMemberSpec] = {f"consumer-{i}": c for i, c in enumerate(members)}
         self.producer_specs: dict[str, ProducerSpec] = {f"producer-{i}": p for i, p in enumerate(spec.producers)}
         self.runner_events: EventWriter | None = None
-        self._started_wall = time.time()  # start() sets it again
+        self._started_wall = time.time()  # start() sets it again: the run's own start
         self.observer: GroupObserver | None = None
         self.admin: ClusterAdmin | None = None
         self._merged: Path | None = None
