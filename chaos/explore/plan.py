@@ -231,10 +231,12 @@ class Plan:
         return [f"consumer-{i}" for i, c in enumerate(self.base.workload.consumers)
                 if client == "*" or client_label(c) == client]
 
-    def _revoking(self) -> list[str]:
-        """The members whose revocations the history records: not a ``command`` (black-box) member, which
-        records nothing of what it owns, so a trigger on its revocation would never fire (found by exploring the
-        black-box example: every run with one was unknown)."""
+    def _recording(self) -> list[str]:
+        """The members whose assignments and revocations the history records: not a ``command`` (black-box)
+        member, which records nothing of what it owns. A trigger on its revocation would never fire (found by
+        exploring the black-box example: every run with one was unknown), and neither would a classic
+        ``after_generation``, which waits for a member's ``assigned`` event of that generation (the same
+        exploration: every one was unknown). A KIP-848 ``after_epoch`` reads the coordinator's lines."""
         return [f"consumer-{i}" for i, c in enumerate(self.base.workload.consumers) if c.command is None]
 
     def _duration(self, d: str, rng: random.Random) -> float:
@@ -256,8 +258,8 @@ class Plan:
         elif p is Phase.REVOKED:
             # another member's revocation: the provoker's own comes as it leaves, when a fault on it would meet a
             # process on its way out (found by exploring: a pause whose heal found the process gone)
-            others = [m for m in self._revoking() if m != provoker]
-            live["on_revoked"] = rng.choice(others or self._revoking())
+            others = [m for m in self._recording() if m != provoker]
+            live["on_revoked"] = rng.choice(others or self._recording())
         elif self.kip848:
             live["after_epoch"] = rng.randint(2, 5)
         else:
@@ -268,8 +270,9 @@ class Plan:
         """A fault filling ``cell`` (its dump), or None when the model refuses this draw."""
         kind = declarations()[cell.kind]
         role = Role(cell.role)
-        if cell.phase == Phase.REVOKED.value and not self._revoking():
-            return None  # no member records its revocations
+        if not self._recording() and (cell.phase == Phase.REVOKED.value
+                                      or (cell.phase == Phase.GENERATION.value and not self.kip848)):
+            return None  # no member records its revocations, nor the generations it is assigned in
         trigger = self._trigger(cell.phase, rng, provoker)
         data: dict[str, Any] = {"type": cell.kind, "target": role.value, "trigger": trigger,
                                 "duration_s": self._duration(cell.duration, rng)}
@@ -392,7 +395,7 @@ class Plan:
         consumer-0's revocation while a kill of consumer-0 ran never fired, and the run was unknown)."""
         hit = {f["node"] for c, f in chosen
                if declarations()[c.kind].family in _ON_MEMBER_PROCESSES and Role(c.role) is Role.MEMBER}
-        spare = [m for m in self._revoking() if m not in hit and m != provoker]
+        spare = [m for m in self._recording() if m not in hit and m != provoker]
         for _c, f in chosen:
             if f["trigger"].get("on_revoked") in hit and spare:
                 f["trigger"]["on_revoked"] = rng.choice(spare)

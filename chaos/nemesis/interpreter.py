@@ -208,7 +208,7 @@ class _LiveView:
         return self._n.cluster.leader_of(self._n.run.topic, partition)
 
     def group_leader(self) -> str | None:
-        return self._n.watch.leader_name()
+        return self._n.watch.leader_name(self._n.run.member_specs)
 
     def live_members(self) -> list[str]:
         return [n for n, p in self._n.run.members.items() if p.alive()]

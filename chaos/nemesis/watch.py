@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,21 +180,27 @@ class LiveWatch:
                     return None
                 self._cond.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
-    def leader_name(self) -> str | None:
-        """The member (worker name) the coordinator last named group leader, None when unknown.
+    def leader_name(self, names: Iterable[str] = ()) -> str | None:
+        """The member (worker name) the coordinator last named group leader, None when unknown; ``names``: the
+        run's member names, whether or not they record events.
 
         A leader whose member id no ``assigned`` event showed yet — the leader line is read with the trigger's
         own, before the new generation's assignments, and a member that lost its partitions rejoins under a new
         id — is recognised by its id's prefix: the classic coordinator names a member ``<client.id>-<UUID>``
         (``GroupMetadata.generateMemberId``; ``<group.instance.id>-<UUID>`` for a static one) and every member's
         client id is its name. Found exploring 4.4.0: a fault on the group leader triggered by such a rebalance
+        resolved to nothing. A ``command`` (black-box) member records no ``assigned`` event at all: it is
+        recognised the same way, since kafka-chaos gives it its name as ``KAFKA_CLIENT_ID`` (a program that uses
+        another client id stays unknown). Found exploring the black-box example: every fault on its group leader
         resolved to nothing."""
         leader = self.group_leader
         if not leader:
             return None
         name = self.member_ids.get(leader)
         if name is None:
-            name = next((n for n in sorted(set(self.member_ids.values())) if leader.startswith(n + "-")), None)
+            # the longest name first: consumer-10's ids start with "consumer-1" too, though not with "consumer-1-"
+            candidates = sorted(set(self.member_ids.values()) | set(names), key=lambda n: (-len(n), n))
+            name = next((n for n in candidates if leader.startswith(n + "-")), None)
         return name
 
     def since(self, since_ns: int) -> list[Signal]:

@@ -30,6 +30,7 @@ from chaos.model.experiment import Experiment
 from chaos.model.faults import declarations
 from chaos.model.shard import Shard
 from chaos.model.target import MEMBER_ROLES, Role
+from chaos.model.workload import GroupProtocol
 from chaos.runner import RunOutcome
 
 
@@ -292,14 +293,25 @@ def test_an_rpc_fault_on_a_controller_goes_over_the_quorum_links():
     assert seen > 3
 
 
-def test_a_revocation_trigger_never_waits_for_a_black_box_member():
-    # found by exploring the black-box example: its command members record nothing of what they own
+def test_no_revocation_or_generation_trigger_waits_for_black_box_members():
+    # found by exploring the black-box example: its command members record nothing of what they own, so neither
+    # their revocations nor their assignments of a generation (after_generation) are ever seen
     black_box = load_experiment(str(Path(__file__).resolve().parents[2] / "examples" / "black-box"
                                     / "broken-commit-before-process.yaml"))
     plan = Plan(black_box, 35)
     for _ in range(40):
-        assert not [f for f in plan.next().experiment.faults if f.trigger.on_revoked], "a trigger that cannot fire"
-    assert all(c.phase != Phase.REVOKED.value for c in plan.counts), "revocation cells are unreachable here"
+        faults = plan.next().experiment.faults
+        assert not [f for f in faults if f.trigger.on_revoked or f.trigger.after_generation], faults
+    assert not {c.phase for c in plan.counts} & {Phase.REVOKED.value, Phase.GENERATION.value}
+    # a KIP-848 group's epochs are the coordinator's lines: that trigger stays reachable with black boxes
+    kip848 = Plan(apply_overrides(black_box, kafka_version="4.4.0", group_protocol=GroupProtocol.CONSUMER,
+                                  client_versions=()), 35)
+    assert any(c.phase == Phase.GENERATION.value for c in kip848.reachable())
+    # one member that records its assignments makes both reachable again
+    mixed = black_box.model_dump(mode="json")
+    mixed["workload"]["consumers"][0] = {"client": "confluent-kafka", "lane": "lane0", "session_timeout_ms": 4000}
+    phases = {c.phase for c in Plan(Experiment.model_validate(mixed), 35).reachable()}
+    assert {Phase.REVOKED.value, Phase.GENERATION.value} <= phases
 
 
 def test_the_topic_grows_only_under_members_that_would_see_it_grow():

@@ -230,6 +230,10 @@ def test_classic_lines_keep_their_signals(tmp_path: Path):
     assert w.samples is None  # classic runs read no samples
     # the leader's id came with no assignment yet: no member is known to hold it
     assert w.leader_name() is None
+    # a black-box member records no assignment at all: named by its id's prefix among the run's members, the
+    # longer name first (consumer-10's ids start with "consumer-1" too); a name that is no prefix stays unknown
+    assert w.leader_name(["consumer-0", "consumer-10", "consumer-1"]) == "consumer-1"
+    assert w.leader_name(["consumer-0", "consumer-2"]) is None
     r.emit([(5960, "consumer-1", Kind.ASSIGNED, {"group": CLASSIC, "partitions": [["t", 0]], "generation": 2,
                                                  "member_id": "consumer-1-0f27d3a2", "incremental": False}),
             (5961, "consumer-10", Kind.ASSIGNED, {"group": CLASSIC, "partitions": [["t", 1]], "generation": 2,
