@@ -10,8 +10,9 @@ plan builds run after run, each one experiment that passes the same load-time va
   (:func:`chaos.model.faults.declarations`) of the chosen families whose backend capability the cluster has
   and that do not refuse exploration (``explore_refusal``); each kind draws its own parameters
   (``FaultSpec.explore_fields``) — the plan knows roles, triggers and durations only.
-- **Steering**: each run's first fault fills a cell tried least so far (fewest planned faults; ties broken by
-  the seeded generator), and so do its one or two overlapping companions (one fault in two runs, two in three
+- **Steering**: each run's first fault fills a cell tried least so far (fewest planned faults; among those, one
+  whose fault kind and target role were tried least, then the seeded generator), and so do its one or two
+  overlapping companions (one fault in two runs, two in three
   of ten, three in one of five). A cell whose draws the model refuses a few times in a row is
   *unreachable* here (a KIP-848 group has no ``CompletingRebalance``, a ZooKeeper cluster no
   ``active_controller``) and is never tried again. Every reachable cell is tried once before any is tried
@@ -235,8 +236,9 @@ class Plan:
         """The members whose assignments and revocations the history records: not a ``command`` (black-box)
         member, which records nothing of what it owns. A trigger on its revocation would never fire (found by
         exploring the black-box example: every run with one was unknown), and neither would a classic
-        ``after_generation``, which waits for a member's ``assigned`` event of that generation (the same
-        exploration: every one was unknown). A KIP-848 ``after_epoch`` reads the coordinator's lines."""
+        ``after_generation`` or ``state: Stable``, which wait for a member's ``assigned`` event of the generation
+        (the same exploration: every one was unknown). A KIP-848 group's ``after_epoch`` and ``Stable`` read the
+        coordinator's lines and samples."""
         return [f"consumer-{i}" for i, c in enumerate(self.base.workload.consumers) if c.command is None]
 
     def _duration(self, d: str, rng: random.Random) -> float:
@@ -270,9 +272,9 @@ class Plan:
         """A fault filling ``cell`` (its dump), or None when the model refuses this draw."""
         kind = declarations()[cell.kind]
         role = Role(cell.role)
-        if not self._recording() and (cell.phase == Phase.REVOKED.value
-                                      or (cell.phase == Phase.GENERATION.value and not self.kip848)):
-            return None  # no member records its revocations, nor the generations it is assigned in
+        if not self._recording() and (cell.phase == Phase.REVOKED.value or (
+                cell.phase in (Phase.GENERATION.value, Phase.STABLE.value) and not self.kip848)):
+            return None  # no member records its revocations, nor its assignments (classic Stable, generations)
         trigger = self._trigger(cell.phase, rng, provoker)
         data: dict[str, Any] = {"type": cell.kind, "target": role.value, "trigger": trigger,
                                 "duration_s": self._duration(cell.duration, rng)}
@@ -316,11 +318,18 @@ class Plan:
 
     # ------------------------------------------------------------ steering
     def _least_tried(self, rng: random.Random, exclude: set[Cell]) -> Cell | None:
+        """A cell tried least so far; among those, one of a fault kind and target role tried least (breadth over
+        what a fault is and whom it hits before when it fires and how long), then the seeded draw."""
         open_cells = [c for c in self.cells if c not in self.unreachable and c not in exclude]
         if not open_cells:
             return None
         least = min(self.counts[c] for c in open_cells)
-        return rng.choice([c for c in open_cells if self.counts[c] == least])
+        ties = [c for c in open_cells if self.counts[c] == least]
+        pairs: Counter[tuple[str, str]] = Counter()
+        for c, n in [*self.counts.items(), *((c, 1) for c in exclude)]:  # this run's faults so far count too
+            pairs[c.kind, c.role] += n
+        fewest = min(pairs[c.kind, c.role] for c in ties)
+        return rng.choice([c for c in ties if pairs[c.kind, c.role] == fewest])
 
     def _fill(self, rng: random.Random, exclude: set[Cell], provoker: str | None) -> tuple[Cell, dict] | None:
         """The least-tried reachable cell and a fault for it; cells refused :data:`DRAWS_PER_CELL` times are
