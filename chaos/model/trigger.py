@@ -78,6 +78,13 @@ class Trigger(_Strict):
     * ``CompletingRebalance`` has no counterpart (no SyncGroup phase: the coordinator assigns) and
       is refused at load time.
 
+    ``on_revoked: consumer-k`` fires when that member's partitions are taken away: its ``revoked`` event, or its
+    ``lost`` one (KIP-429 ``onPartitionsLost``: fenced or its session expired, no commit possible).
+
+    ``after_fault: fN`` with a state a rebalance passes through (PreparingRebalance, CompletingRebalance) fires at
+    once when the group is in that state as fN is over: a member that rejoins while a rebalance is under way
+    joins it, and no new line comes. Stable waits for the next entry (the rejoin's rebalance).
+
     ``after_generation: N`` (classic) fires at the first ``assigned`` event of generation >= N;
     ``after_epoch: N`` (KIP-848) fires when the group epoch reaches N ("Bumped group epoch to M",
     M >= N). Each is refused for the other protocol's groups.

@@ -35,12 +35,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos.history.event import Assigned, BrokerLogEvent, GroupState, GroupStateSample, GroupType, Revoked
+from chaos.history.event import Assigned, BrokerLogEvent, GroupState, GroupStateSample, GroupType, Lost, Revoked
 from chaos.history.reader import EventsDirTail, EventTail
 from chaos.workload.observer import CoordinatorLog
 
 #: the observer's event file: its ConsumerGroupDescribe samples are the KIP-848 Stable evidence
 OBSERVER_EVENTS = "observer.jsonl"
+#: the signals that say which state the group entered
+_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Stable"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +142,12 @@ class LiveWatch:
                 if not self.kip848 and ev.generation is not None and ev.generation not in self._stable_seen:
                     self._stable_seen.add(ev.generation)
                     self._add(Signal("Stable", ev.generation, ev.mono_ns, now, member=ev.source))
-            elif type(ev) is Revoked:
-                self._add(Signal("revoked", ev.generation, ev.mono_ns, now, member=ev.source))
+            elif type(ev) is Revoked or type(ev) is Lost:
+                # lost (KIP-429 onPartitionsLost: fenced, or its session expired) takes the partitions away as
+                # a revocation does, without the commit; found exploring 4.4.0: a member waited for by
+                # on_revoked lost its partitions instead, and the fault never fired
+                self._add(Signal("revoked", ev.generation, ev.mono_ns, now, member=ev.source,
+                                 line=f"{ev.source} {ev.kind.value} {len(ev.partitions)} partition(s)"))
         if self.samples is not None:
             for ev in self.samples.poll():
                 if type(ev) is GroupStateSample and ev.group == self.group:
@@ -202,6 +208,13 @@ class LiveWatch:
             candidates = sorted(set(self.member_ids.values()) | set(names), key=lambda n: (-len(n), n))
             name = next((n for n in candidates if leader.startswith(n + "-")), None)
         return name
+
+    def state_at(self, at_ns: int) -> Signal | None:
+        """The group-state signal (PreparingRebalance, CompletingRebalance or Stable) most recently before
+        ``at_ns``: the state the group was in then, as far as the stream showed it (None: none yet)."""
+        with self._cond:
+            return next((s for s in sorted(self.signals, key=lambda s: s.happened_ns, reverse=True)
+                         if s.happened_ns <= at_ns and s.kind in _STATES), None)
 
     def since(self, since_ns: int) -> list[Signal]:
         with self._cond:

@@ -17,6 +17,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,8 +25,10 @@ from chaos.errors import UsageError
 from chaos.experiment import catalogue, parse_experiment
 from chaos.history.event import Kind
 from chaos.history.writer import EventWriter
+from chaos.model.faults import FaultSpec
 from chaos.model.trigger import Trigger
-from chaos.nemesis.interpreter import kip848_landing, landing, trigger_match
+from chaos.nemesis.interpreter import FaultRecord, Nemesis, kip848_landing, landing, trigger_match
+from chaos.nemesis.schedule import PlannedFault
 from chaos.nemesis.watch import LiveWatch, Signal
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -241,6 +244,56 @@ def test_classic_lines_keep_their_signals(tmp_path: Path):
     w = r.watch(CLASSIC, kip848=False)
     # consumer-1 rejoined under a new id its assigned event has not shown yet: named by the id's client-id prefix
     assert w.leader_name() == "consumer-1"
+
+
+def test_an_after_fault_trigger_meets_the_rebalance_under_way_and_on_revoked_meets_a_loss(tmp_path: Path):
+    # found exploring 4.4.0 and the black-box example: a bounced member back while its leave's rebalance was still
+    # PreparingRebalance joined that rebalance (no new line), and a member waited for by on_revoked lost its
+    # partitions (fenced) instead of revoking them; both faults never fired
+    r = Replay(tmp_path)
+    ctx = "INFO [GroupCoordinator id=2 topic=__consumer_offsets partition=4] "
+    r.lines([
+        (636, 2, f"{ctx}Preparing to rebalance group {CLASSIC} in state PreparingRebalance with old generation 2 "
+                 "(reason: Removing member consumer-0-7e1cc72b on LeaveGroup; client reason: not provided).{MGR}"),
+        (5958, 2, f"{ctx}Stabilized group {CLASSIC} generation 3 with 3 members.{MGR}"),
+    ])
+    r.emit([(3000, "consumer-2", Kind.LOST, {"group": CLASSIC, "partitions": [["t", 4]], "generation": 2,
+                                             "member_id": "consumer-2-55aa", "incremental": False})])
+    w = r.watch(CLASSIC, kip848=False)
+    assert w.state_at(r.ns(600)) is None
+    assert w.state_at(r.ns(1000)).kind == "PreparingRebalance"    # type: ignore[union-attr]
+    assert w.state_at(r.ns(6000)).kind == "CompletingRebalance"   # type: ignore[union-attr]
+    lost = _first(w, Trigger(on_revoked="consumer-2"), r.ns(0))
+    assert lost is not None and r.ms(lost) == 3000 and "lost" in lost.line
+    assert _first(w, Trigger(on_revoked="consumer-1"), r.ns(0)) is None
+
+    def wait(state: str, w: LiveWatch = w) -> tuple[tuple[int, Signal | None] | None, FaultRecord]:
+        """The interpreter's wait for ``state`` after f0, over (fired) now."""
+        over = threading.Event()
+        over.set()
+        spec = FaultSpec.build(type="kill", target="coordinator", duration_s=1,
+                               trigger={"state": state, "after_fault": "f0", "timeout_s": 0.2})
+        nemesis = SimpleNamespace(_t0_ns=r.ns(0), cancel=threading.Event(), _over={"f0": over}, watch=w, _woke={},
+                                  records={"f0": FaultRecord("f0", "bounce", "member", "at_s=1")})
+        nemesis.records["f0"].fired = True
+        rec = FaultRecord("f1", "kill", "coordinator", f"state={state}, after f0")
+        return Nemesis._wait_trigger(nemesis, PlannedFault("f1", 1, 0, spec, None), rec), rec  # type: ignore[arg-type]
+
+    # the group's last line is its Stabilized one: it is in CompletingRebalance as f0 is over
+    (at, sig), rec = wait("CompletingRebalance")  # type: ignore[misc]
+    assert at >= r.ns(6000) and sig is not None and sig.kind == "CompletingRebalance"
+    assert sig.line.startswith("under way when f0 was over: ") and "Stabilized group" in sig.line
+    assert rec.intended_state == "CompletingRebalance"
+    # not the state under way: waits for its next entry, which does not come here
+    missed, rec = wait("PreparingRebalance")
+    assert missed is None and rec.skipped_reason == "trigger not seen in 0.2s"
+    # Stable is never met under way: the rejoin brings a rebalance of its own, whose Stable the trigger waits for
+    r.emit([(6100, "consumer-1", Kind.ASSIGNED, {"group": CLASSIC, "partitions": [["t", 1]], "generation": 3,
+                                                 "member_id": "consumer-1-0f27d3a2", "incremental": False})])
+    stable = r.watch(CLASSIC, kip848=False)
+    assert stable.state_at(r.ns(7000)).kind == "Stable"  # type: ignore[union-attr]
+    missed, rec = wait("Stable", stable)
+    assert missed is None and rec.skipped_reason == "trigger not seen in 0.2s"
 
 
 # ------------------------------------------------------------------ triggers
