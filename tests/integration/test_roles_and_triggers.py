@@ -112,10 +112,10 @@ def test_on_revoked_and_after_generation_triggers_fire_on_the_members_events(kaf
     assert bounce["fired"], bounce
     starts = {e.fault_id: e for e in h.events if e.kind is Kind.FAULT_START}
 
-    # on_revoked: injected after consumer-1's first revocation of the chaos phase, within a short delay of it
+    # on_revoked: injected after consumer-1's first revocation (or loss) of the chaos phase, within a short delay
     assert on_revoked["fired"] and on_revoked["effect_ok"], on_revoked
     chaos_ns = next(e.mono_ns for e in h.events if e.kind is Kind.PHASE and e.name.value == "chaos")
-    revoked = [e for e in h.events if e.kind is Kind.REVOKED and e.source == "consumer-1"
+    revoked = [e for e in h.events if e.kind in (Kind.REVOKED, Kind.LOST) and e.source == "consumer-1"
                and e.mono_ns >= chaos_ns + 0.5e9]
     start = starts[on_revoked["fault_id"]]
     assert revoked and revoked[0].mono_ns <= start.mono_ns, on_revoked
