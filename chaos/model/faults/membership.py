@@ -55,6 +55,17 @@ class ChangeSubscription(_MembershipFault):
         if any(c.client is Client.JAVA for c in experiment.workload.consumers):
             raise ValueError(f"faults.{i}: change_subscription needs Python clients (VerifiableConsumer "
                              "subscribes once); use client confluent-kafka or kafka-python")
+        # the reference worker resubscribes on SIGUSR1; an app or command member owns its subscribe call, and
+        # SIGUSR1's default action ends its process (found exploring the python-service example: an app member
+        # died silently at the change)
+        named = self.target is Role.MEMBER
+        members = experiment.workload.consumers
+        picks = [members[int(str(self.node).split("-")[1])]] if named else list(members)
+        if any(m.app is not None or m.command is not None for m in picks):
+            which = self.node if named else f"{self.target.value} (it may pick one)"
+            raise ValueError(f"faults.{i}: change_subscription on {which}: an app or command member owns its "
+                             "subscription; target a reference member (client: confluent-kafka, kafka-python) by "
+                             "name")
 
 
 class SwitchProtocol(_MembershipFault):

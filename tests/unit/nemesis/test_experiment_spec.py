@@ -66,6 +66,13 @@ def test_docker_only_experiments_are_valid_and_ask_for_docker():
     ({"name": "x", "workload": {"consumers": [{"client": "java"}]},
       "faults": [{"type": "change_subscription", "target": "random_member", "subscription": ["extra"]}]},
      "change_subscription needs Python clients"),
+    # an app or command member owns its subscription (found exploring the python-service example)
+    ({"name": "x", "workload": {"consumers": [{}, {"command": ["python3", "c.py"]}]},
+      "faults": [{"type": "change_subscription", "target": "member", "node": "consumer-1", "subscription": ["extra"]}]},
+     "faults.0: change_subscription on consumer-1: an app or command member owns its subscription"),
+    ({"name": "x", "workload": {"consumers": [{}, {"app": "shop.orders:main"}]},
+      "faults": [{"type": "change_subscription", "target": "group_leader", "subscription": ["extra"]}]},
+     "change_subscription on group_leader (it may pick one): an app or command member owns its subscription"),
     ({"name": "x", "backend": "docker", "faults": [{"type": "disconnect", "target": "member", "node": "consumer-0"}]},
      "disconnect takes a cluster node off its network"),
     ({"name": "x", "workload": {"consumers": [{"client": "kafka-python", "assignor": "cooperative-sticky"}]}},
