@@ -24,6 +24,17 @@ coordinator's own word or by A's — any of:
   member whose JoinGroup it handled last and replaces A, which learns it only
   when fenced — the later *joiner*, not necessarily the later process).
 
+An assignment of an *older* generation than the holder's (B acquired in generation g
+while A holds it in a newer one) is a stale assignment delivered late: the
+client handed the application a generation the group had already left (a
+member paused past its session timeout gets, on resuming, the assignment it
+received before the pause, then ``lost``). Then B is the zombie, and the window
+is explained by B's eviction as above, the coordinator's ``member_failed`` line
+for B's member id counting whenever it came before the window closed: B was
+removed before the stale assignment reached it. Found exploring the
+python-service example, whose app members run librdkafka's rebalance callback
+from their own poll.
+
 A fault on A (a pause, a black-holed or slowed link) is not such evidence by
 itself: a slow link does not evict a member, and even a frozen one holds its
 place until the coordinator removes it; only the coordinator's removal
@@ -107,6 +118,8 @@ class _Window:
     commit_seq: int | None = None
     #: the newer owner's assignment happened in [start_ns, start_ns + start_uncertain_ns] (ts_uncertain_ns)
     start_uncertain_ns: int = 0
+    #: a stale assignment (module docstring): (its generation, the holder's); the zombie is then the acquirer
+    stale: tuple[int, int] | None = None
 
 
 _TYPES = (MemberStart, Assigned, Revoked, Lost, MemberStop, Consumed, Commit, BrokerLog,
@@ -121,6 +134,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     holding: dict[str, set[_TP]] = {}
     since: dict[tuple[str, _TP], dict[str, tuple[int, int]]] = {}  # (group, tp) -> holder -> (seq, ns) acquired
     member_id: dict[str, str | None] = {}
+    generation: dict[str, int | None] = {}  # member -> the generation of its latest assignment
     windows: dict[tuple[str, _TP, str, str], _Window] = {}  # (group, tp, zombie, newer)
     zombie_windows: dict[tuple[str, str, _TP], list[_Window]] = {}  # (group, zombie, tp) -> open windows
     failed_at: dict[str, list[tuple[int, int]]] = {}  # member_id -> [(ns, seq)] member_failed lines
@@ -149,12 +163,20 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                     if key[0] == group and key[1] == tp and (w.zombie == src or w.newer == src):
                         close(w, seq, ns)
 
-    def acquire(src: str, group: str, tps: Iterable[_TP], seq: int, ns: int, uncertain_ns: int) -> None:
+    def acquire(src: str, group: str, tps: Iterable[_TP], seq: int, ns: int, uncertain_ns: int,
+                gen: int | None) -> None:
         for tp in tps:
             holders = since.setdefault((group, tp), {})
             if src in holders:
                 continue
             for other, (oseq, ons) in holders.items():
+                held_in = generation.get(other)
+                if gen is not None and held_in is not None and gen < held_in:  # a stale assignment: src the zombie
+                    w = _Window(group, tp, src, other, seq, ns, ns, seq, member_id.get(src),
+                                start_uncertain_ns=uncertain_ns, stale=(gen, held_in))
+                    windows[(group, tp, src, other)] = w
+                    zombie_windows.setdefault((group, src, tp), []).append(w)
+                    continue
                 w = _Window(group, tp, other, src, seq, ns, ons, oseq, member_id.get(other),
                             start_uncertain_ns=uncertain_ns)
                 windows[(group, tp, other, src)] = w
@@ -197,7 +219,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 held.difference_update(dropped)
             new = [tp for tp in e.partitions if tp not in held]
             held.update(e.partitions)
-            acquire(src, e.group, new, e.seq, e.mono_ns, e.ts_uncertain_ns or 0)
+            acquire(src, e.group, new, e.seq, e.mono_ns, e.ts_uncertain_ns or 0, e.generation)
+            generation[src] = e.generation
             inst = instance_of.get(src)
             if inst is not None:
                 # KIP-345: the coordinator maps an instance id to the member that joined last, whichever
@@ -254,13 +277,17 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
     overlaps: set[tuple[str, _TP, str, str]] = set()  # distinct (group, partition, zombie, newer) violations
     for w, seq, ns, still_open in closed:
         length_s = (ns - w.start_ns) / 1e9
-        where = (f"group {w.group} {fmt_tp(w.tp)}: {w.newer} acquired it at "
-                 f"{idx.seconds(w.start_ns):.3f}s while {w.zombie} still held it; window "
+        if w.stale is None:
+            what = f"{w.newer} acquired it at {idx.seconds(w.start_ns):.3f}s while {w.zombie} still held it"
+        else:
+            what = (f"{w.zombie} was handed it at {idx.seconds(w.start_ns):.3f}s in generation {w.stale[0]} while "
+                    f"{w.newer} held it in generation {w.stale[1]} (a stale assignment)")
+        where = (f"group {w.group} {fmt_tp(w.tp)}: {what}; window "
                  f"{length_s:.3f}s{' (still open at the end)' if still_open else ''}")
         if not still_open and w.start_ns + w.start_uncertain_ns >= ns:
             # the assignment is known only within an interval reaching past the release: maybe no overlap
             uncertain += 1
-            log.note(f"{where}; not judged: {w.newer}'s assignment happened within "
+            log.note(f"{where}; not judged: {w.zombie if w.stale else w.newer}'s assignment happened within "
                      f"{w.start_uncertain_ns / 1e9:.3f}s after {idx.seconds(w.start_ns):.3f}s (its source could "
                      "not stamp it), so it may have come after the release", w.zombie_since_seq, w.start_seq, seq)
             continue
@@ -327,8 +354,10 @@ def _eviction(w: _Window, until_ns: int, failed_at: dict[str, list[tuple[int, in
               samples: list[GroupStateSample], displaced: dict[str, list[tuple[int, int]]],
               slack_ns: int) -> tuple[str | None, int | None]:
     if w.zombie_member_id:
+        # a stale assignment reaches a member the coordinator removed before: its removal counts from any time
+        lo = 0 if w.stale is not None else w.zombie_since_ns
         for ns, seq in failed_at.get(w.zombie_member_id, ()):
-            if w.zombie_since_ns <= ns <= until_ns:
+            if lo <= ns <= until_ns:
                 return f"coordinator declared {w.zombie_member_id} failed", seq
     if w.zombie_member_id:
         for i in range(bisect_left(samples, w.zombie_since_ns, key=_mono), len(samples)):

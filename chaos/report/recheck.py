@@ -19,7 +19,9 @@ independent second implementation over the ``events`` table, so a checker bug
   is shown inside it (plus clock slack where the checker allows it): a ``member_failed`` line for the member id
   the zombie last reported, a non-``Unknown`` sample of the group without that id, the zombie's own
   max.poll.interval error, or another member started with (or assigned under) the zombie's
-  ``group.instance.id``; an explained window is still a violation when the zombie processed the partition in it
+  ``group.instance.id``. An acquisition of an older generation than the holder's latest assignment is a stale
+  assignment: the acquirer is the zombie, and its ``member_failed`` line counts from any time before the window
+  closed. An explained window is still a violation when the zombie processed the partition in it
   and then got an ``ok`` commit of it there. Compared as the set of (group, partition, zombie, newer owner) the
   checker names (a list cut at ``max_findings``: the checker's must be among Spark's). Not re-checked:
   processing a partition without holding it. Runs with a member whose client may stamp ownership after the fact
@@ -70,8 +72,8 @@ independent second implementation over the ``events`` table, so a checker bug
   re-checked; the events table has no ``group_type``, so a run with a KIP-848 coordinator line or a committing
   group without classic rebalance lines counts as one) and the runs with stamp intervals, as above.
 
-Not re-checked: ``ownership-time`` (zombie windows and what explains them). The clock slack and ``max_findings``
-are each run's checks.json ``bounds`` (``recheck(..., bounds=...)``), else the checkers' defaults.
+The clock slack and ``max_findings`` are each run's checks.json ``bounds`` (``recheck(..., bounds=...)``), else the
+checkers' defaults.
 """
 
 from __future__ import annotations
@@ -284,14 +286,25 @@ WHERE coalesce(a.gen, n.gen) IS NOT NULL AND least(a.gen, n.gen) > i.g
 _SQL_OWNERSHIP_TIME = """
 WITH iv AS (SELECT run, group_id, topic, partition, member, start_seq, start_ns, end_ns, end_seq
             FROM ownership_intervals),
-w AS (  -- newer acquired the partition while zombie held it; the window ends when either releases it
-  SELECT a.run, a.group_id, a.topic, a.partition, a.member AS zombie, b.member AS newer, a.start_ns AS z_ns,
-         b.start_seq AS w_seq, least(a.end_ns, b.end_ns) AS end_ns,
+pairs AS (  -- b acquired the partition while a held it; the window ends when either releases it
+  SELECT a.run, a.group_id, a.topic, a.partition, a.member AS a_member, b.member AS b_member, a.start_ns AS a_ns,
+         b.start_ns AS b_ns, b.generation AS b_gen, b.start_seq AS w_seq, least(a.end_ns, b.end_ns) AS end_ns,
          CASE WHEN a.end_seq IS NULL THEN b.end_seq WHEN b.end_seq IS NULL THEN a.end_seq
               ELSE least(a.end_seq, b.end_seq) END AS end_seq
   FROM iv a JOIN iv b
     ON a.run = b.run AND a.group_id = b.group_id AND a.topic = b.topic AND a.partition = b.partition
    AND a.member <> b.member AND a.start_seq < b.start_seq AND (a.end_seq IS NULL OR a.end_seq > b.start_seq)),
+held AS (  -- the generation of a's latest assignment before the window
+  SELECT p.run, p.a_member, p.w_seq, max_by(e.generation, e.seq) AS a_gen
+  FROM (SELECT DISTINCT run, a_member, w_seq FROM pairs) p JOIN events e
+    ON e.run = p.run AND e.source = p.a_member AND e.kind = 'assigned' AND e.seq < p.w_seq
+  GROUP BY p.run, p.a_member, p.w_seq),
+w AS (  -- b's assignment of an older generation than a's is a stale one: b is then the zombie
+  SELECT run, group_id, topic, partition, CASE WHEN stale THEN b_member ELSE a_member END AS zombie,
+         CASE WHEN stale THEN a_member ELSE b_member END AS newer, CASE WHEN stale THEN b_ns ELSE a_ns END AS z_ns,
+         w_seq, end_ns, end_seq, stale
+  FROM (SELECT p.*, coalesce(p.b_gen < h.a_gen, false) AS stale
+        FROM pairs p LEFT JOIN held h ON h.run = p.run AND h.a_member = p.a_member AND h.w_seq = p.w_seq)),
 inc AS (  -- the zombie's incarnation at the window's start: its last member_start before it
   SELECT w.run, w.zombie, w.w_seq, max_by(s.instance_id, s.seq) AS instance_id, max_by(s.group_id, s.seq) AS z_group,
          max(s.seq) AS inc_seq
@@ -302,7 +315,7 @@ zid AS (  -- the member id the zombie last reported in that incarnation
   SELECT i.run, i.zombie, i.w_seq, i.instance_id, i.z_group, max_by(e.member_id, e.seq) AS member_id
   FROM inc i LEFT JOIN events e
     ON e.run = i.run AND e.source = i.zombie AND e.kind IN ('assigned', 'revoked', 'lost')
-   AND e.member_id IS NOT NULL AND e.seq < i.w_seq AND e.seq > coalesce(i.inc_seq, 0)
+   AND e.member_id IS NOT NULL AND e.seq <= i.w_seq AND e.seq > coalesce(i.inc_seq, 0)
   GROUP BY i.run, i.zombie, i.w_seq, i.instance_id, i.z_group),
 starts AS (SELECT run, source, seq, group_id, instance_id FROM events WHERE kind = 'member_start'),
 inst_events AS (  -- KIP-345: a member started with, or assigned under, a group.instance.id
@@ -316,7 +329,7 @@ judged AS (
   SELECT w.*, z.member_id AS zombie_member_id, rb.slack_ns,
     (z.member_id IS NOT NULL AND EXISTS (
        SELECT 1 FROM events f WHERE f.run = w.run AND f.kind = 'broker_log' AND f.log_event = 'member_failed'
-         AND f.member_id = z.member_id AND f.mono_ns >= w.z_ns AND f.mono_ns <= w.end_ns + rb.slack_ns))
+         AND f.member_id = z.member_id AND (w.stale OR f.mono_ns >= w.z_ns) AND f.mono_ns <= w.end_ns + rb.slack_ns))
     OR (z.member_id IS NOT NULL AND EXISTS (
        SELECT 1 FROM events g WHERE g.run = w.run AND g.kind = 'group_state' AND g.group_id = w.group_id
          AND coalesce(g.state, '') <> 'Unknown' AND g.mono_ns >= w.z_ns AND g.mono_ns <= w.end_ns
@@ -393,6 +406,11 @@ _OFFSETS_KEY = re.compile(r"^group (\S+) (\S+)-(\d+): ")
 #: an ownership-time window finding: "group G T-P: NEWER acquired it at Xs while ZOMBIE still held it; ..." and why
 _WINDOW_KEY = re.compile(r"^group (\S+) (\S+)-(\d+): (\S+) acquired it at [\d.]+s while (\S+) still held it; .*"
                          r"(no eviction of \S+ explains it|processed it and then got an accepted commit)")
+#: the same of a stale assignment: "group G T-P: ZOMBIE was handed it at Xs in generation g while NEWER held it in
+#: generation h (a stale assignment); ..."
+_STALE_WINDOW_KEY = re.compile(r"^group (\S+) (\S+)-(\d+): (\S+) was handed it at [\d.]+s in generation \d+ while "
+                               r"(\S+) held it in generation \d+ \(a stale assignment\); .*"
+                               r"(no eviction of \S+ explains it|processed it and then got an accepted commit)")
 
 
 def _checker_of(invariant: str) -> str:
@@ -423,7 +441,8 @@ def _checker_side(violations_df) -> tuple[dict[tuple[str, str], dict[str, Any]],
             elif _LOST_TEXT not in d:
                 continue
         window = _WINDOW_KEY.match(d) if inv == "ownership-time" else None
-        if inv == "ownership-time" and window is None:
+        stale = _STALE_WINDOW_KEY.match(d) if inv == "ownership-time" and window is None else None
+        if inv == "ownership-time" and window is None and stale is None:
             continue  # processing without holding: not re-checked here
         slot = out.setdefault((r["run"], inv), {"findings": 0, "example": d, "keys": {}})
         slot["findings"] += 1
@@ -431,6 +450,9 @@ def _checker_side(violations_df) -> tuple[dict[tuple[str, str], dict[str, Any]],
             slot["keys"].setdefault((m.group(1), m.group(2), int(m.group(3))), d)
         if window is not None:
             g, topic, part, newer, zombie = window.group(1, 2, 3, 4, 5)
+            slot["keys"].setdefault((g, topic, int(part), zombie, newer), d)
+        elif stale is not None:
+            g, topic, part, zombie, newer = stale.group(1, 2, 3, 4, 5)
             slot["keys"].setdefault((g, topic, int(part), zombie, newer), d)
     return out, listed
 

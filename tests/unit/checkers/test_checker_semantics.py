@@ -152,6 +152,37 @@ def test_a_slow_link_is_named_as_such_beside_a_real_eviction_and_never_excuses_a
     assert any("coordinator declared m0 failed (a latency fault" in f.description for f in r.findings), r.findings
 
 
+def test_a_stale_assignment_delivered_after_an_eviction_makes_its_receiver_the_zombie():
+    # found exploring the python-service example: consumer-0, paused past its session timeout after receiving
+    # generation 4, was removed; consumer-1 held its partitions in generation 5; on resuming, consumer-0's app was
+    # handed generation 4's assignment, then lost it 8 ms later
+    failed = {"source": "observer", "kind": "broker_log", "broker": 1, "group": "g", "event": "member_failed",
+              "generation": None, "member_id": "m0", "line": "Member m0 in group g has failed"}
+    held = [own("assigned", "consumer-1", [0], 5, "m1")]
+    stale = [own("assigned", "consumer-0", [0], 4, "m0"), own("lost", "consumer-0", [0], 4, "m0")]
+    r = run_checkers(history(failed, *held, *stale), [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.TRUE, r.summary
+    [note] = [f for f in r.findings if "stale" in f.description]
+    assert ("consumer-0 was handed it at" in note.description and "in generation 4 while consumer-1 held it in "
+            "generation 5 (a stale assignment)" in note.description
+            and "zombie window explained: coordinator declared m0 failed" in note.description), note.description
+    # no eviction of the receiver: a second owner, not a zombie
+    r = run_checkers(history(*held, *stale), [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.FALSE and "no eviction of consumer-0 explains it" in r.findings[0].description
+    # evicted, but its work in the stale generation was then accepted by the coordinator
+    work = {"source": "consumer-0", "kind": "consumed", "group": "g", "topic": "t", "partition": 0, "offsets": [7],
+            "generation": 4, "member_id": "m0"}
+    commit = {"source": "consumer-0", "kind": "commit", "group": "g", "offsets": [["t", 0, 8]], "generation": 4,
+              "member_id": "m0", "outcome": "ok", "error_code": None, "error_name": None, "auto": False}
+    h = history(failed, *held, stale[0], work, commit, stale[1])
+    r = run_checkers(h, [CheckerName.OWNERSHIP_TIME]).result(CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.FALSE and "got an accepted commit" in r.findings[0].description, r.findings
+    # the same generation order the other way round is the ordinary zombie: the older holder is the zombie
+    r = run_checkers(history(*stale[:1], *held, stale[1]), [CheckerName.OWNERSHIP_TIME]).result(
+        CheckerName.OWNERSHIP_TIME)
+    assert r.valid is Validity.FALSE and "consumer-1 acquired it at" in r.findings[0].description
+
+
 def test_an_assignment_known_only_within_an_interval_past_the_release_is_not_judged():
     """consumer-1's assignment was read late (ts_uncertain_ns 50 ms): it may have come after consumer-0's revoke
     10 ms after its lower bound, so the overlap is not certain."""
