@@ -284,7 +284,7 @@ WHERE coalesce(a.gen, n.gen) IS NOT NULL AND least(a.gen, n.gen) > i.g
 # Zombie windows over the report's ownership_intervals table (chaos/report/tables.py: the checker's holding model),
 # and whether the coordinator's or the zombie's own evidence explains each (chaos/checkers/ownership_time.py).
 _SQL_OWNERSHIP_TIME = """
-WITH iv AS (SELECT run, group_id, topic, partition, member, start_seq, start_ns, end_ns, end_seq
+WITH iv AS (SELECT run, group_id, topic, partition, member, generation, start_seq, start_ns, end_ns, end_seq
             FROM ownership_intervals),
 pairs AS (  -- b acquired the partition while a held it; the window ends when either releases it
   SELECT a.run, a.group_id, a.topic, a.partition, a.member AS a_member, b.member AS b_member, a.start_ns AS a_ns,
