@@ -328,8 +328,9 @@ class Nemesis:
                 # PreparingRebalance joins that rebalance, and no new line comes (found exploring 4.4.0 and the
                 # black-box example: a PreparingRebalance trigger after a bounce never fired)
                 rec.intended_state = trig.state
-                return since, replace(under_way, line=f"under way when {trig.after_fault} was over: "
-                                                       f"{under_way.line.strip()}")
+                # said last: faults.json keeps a trigger line's last 300 characters
+                return since, replace(under_way, line=f"{under_way.line.strip()} [under way when {trig.after_fault} "
+                                                       "was over]")
         deadline = time.monotonic() + trig.timeout_s
         if trig.state is not None:
             rec.intended_state = trig.state

@@ -282,7 +282,7 @@ def test_an_after_fault_trigger_meets_the_rebalance_under_way_and_on_revoked_mee
     # the group's last line is its Stabilized one: it is in CompletingRebalance as f0 is over
     (at, sig), rec = wait("CompletingRebalance")  # type: ignore[misc]
     assert at >= r.ns(6000) and sig is not None and sig.kind == "CompletingRebalance"
-    assert sig.line.startswith("under way when f0 was over: ") and "Stabilized group" in sig.line
+    assert sig.line.endswith(" [under way when f0 was over]") and "Stabilized group" in sig.line
     assert rec.intended_state == "CompletingRebalance"
     # not the state under way: waits for its next entry, which does not come here
     missed, rec = wait("PreparingRebalance")
