@@ -213,8 +213,8 @@ class LiveWatch:
         """The group-state signal (PreparingRebalance, CompletingRebalance or Stable) most recently before
         ``at_ns``: the state the group was in then, as far as the stream showed it (None: none yet)."""
         with self._cond:
-            return next((s for s in sorted(self.signals, key=lambda s: s.happened_ns, reverse=True)
-                         if s.happened_ns <= at_ns and s.kind in _STATES), None)
+            return max((s for s in self.signals if s.happened_ns <= at_ns and s.kind in _STATES),
+                       key=lambda s: s.happened_ns, default=None)
 
     def since(self, since_ns: int) -> list[Signal]:
         with self._cond:
