@@ -354,10 +354,11 @@ class Session:
         """Record a command that undoes a side effect of this session (e.g. an iptables chain);
         it runs when the session is closed or reaped."""
         path = self.dir / "cleanup.json"
-        cmds = json.loads(path.read_text()) if path.exists() else []
-        if list(argv) not in cmds:
-            cmds.append(list(argv))
-            path.write_text(json.dumps(cmds))
+        with self._lock:  # faults injected from several threads record their undo commands at once
+            cmds = json.loads(path.read_text()) if path.exists() else []
+            if list(argv) not in cmds:
+                cmds.append(list(argv))
+                path.write_text(json.dumps(cmds))
 
     def forget(self, name: str) -> None:
         with self._lock:

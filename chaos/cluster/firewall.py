@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 
 from chaos.errors import InfrastructureError
 
@@ -47,6 +48,9 @@ class Firewall:
         self.session = session
         self.chain = "KC" + hashlib.sha1(session.id.encode()).hexdigest()[:12]
         self._ready = False
+        # two partition faults of one run may be injected at once (live triggers fire on one group event):
+        # both would find no chain and the second ``-N`` fail (found exploring: "Chain already exists")
+        self._lock = threading.Lock()
 
     def _ipt(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         res = subprocess.run(["iptables", "-w", "5", *args], capture_output=True, text=True, timeout=15)
@@ -55,6 +59,10 @@ class Firewall:
         return res
 
     def _ensure(self) -> None:
+        with self._lock:
+            self._create()
+
+    def _create(self) -> None:
         if self._ready:
             return
         reason = unavailable_reason()
