@@ -362,28 +362,15 @@ class Plan:
         chosen: list[tuple[Cell, dict[str, Any]]] = []
         for _ in range(how_many):
             filled = self._fill(rng, {c for c, _ in chosen}, member)
-            if filled is None:
+            if filled is None or not _fits(chosen, filled):
+                # a fault that cannot join this run ends its draw: it stays least-tried and comes first in a
+                # later run, and no companion tried before takes its place (breadth over kinds and roles)
                 break
             chosen.append(filled)
         if not chosen:
             raise UsageError(f"no fault of {', '.join(self.families)} can be placed in {self.workload.name}: "
                              "choose other --families")
-        replacing = [i for i, (c, _f) in enumerate(chosen) if declarations()[c.kind].replaces_target]
-        if replacing:
-            # its member never comes back: a second fault on members could not be healed (the run: unknown)
-            chosen = [chosen[replacing[0]]] + [x for i, x in enumerate(chosen)
-                                                if i != replacing[0] and Role(x[0].role) not in MEMBER_ROLES]
-        # a fault that stops, replaces or changes a process (the families in _ON_MEMBER_PROCESSES) and another
-        # fault on a process it may hit: the other's heal finds its process gone or replaced, or an rpc fault
-        # acts on nothing, and the run is unknown (found exploring the python-service example: a subscription
-        # change undone by a bounce of every member, a pause of consumer-0 while the group leader consumer-0 was
-        # killed, a pause of one partition leader killed as the controller, a Heartbeat fault on the coordinator
-        # killed by another fault). The first of two such faults stays.
-        kept: list[tuple[Cell, dict[str, Any]]] = []
-        for x in chosen:
-            if not any(_may_meet(k, x) for k in kept):
-                kept.append(x)
-        chosen = kept
+        chosen.sort(key=lambda x: not declarations()[x[0].kind].replaces_target)  # a replacing fault first
         first = chosen[0][1]
         for _cell, f in chosen[1:]:
             if "at_s" in f["trigger"] and "at_s" in first["trigger"]:  # overlap the first fault's window
@@ -448,16 +435,41 @@ class Plan:
                 yield planned
 
 
+def _fits(chosen: list[tuple[Cell, dict[str, Any]]], fault: tuple[Cell, dict[str, Any]]) -> bool:
+    """Whether ``fault`` can join the run's ``chosen`` faults and every heal still find what it acts on.
+
+    - A fault that replaces its member (``replaces_target``): that member never comes back, so no other fault
+      of the run is on members (its heal could not happen: the run would be unknown).
+    - A fault that stops, replaces or changes a process (the families in :data:`_ON_MEMBER_PROCESSES`) and
+      another fault on a process it may hit (:func:`_may_meet`): the other's heal finds its process gone or
+      replaced, or an rpc fault acts on nothing (found exploring the python-service example: a subscription
+      change undone by a bounce of every member, a pause of consumer-0 while the group leader consumer-0 was
+      killed, a pause of one partition leader killed as the controller, a Heartbeat fault on the coordinator
+      killed by another fault)."""
+    run = [*chosen, fault]
+    if (any(declarations()[c.kind].replaces_target for c, _f in run)
+            and sum(Role(c.role) in MEMBER_ROLES for c, _f in run) > 1):
+        return False
+    return not any(_may_meet(k, fault) for k in chosen)
+
+
 def _may_meet(one: tuple[Cell, dict[str, Any]], other: tuple[Cell, dict[str, Any]]) -> bool:
     """Whether two faults of a run may act on one process while one of them stops, replaces or changes it (a
     family in :data:`_ON_MEMBER_PROCESSES`) and the other is one too or an rpc fault (which needs the process's
-    requests): both on members, or both on cluster nodes, unless both name different ones."""
+    requests): both on members, or both on cluster nodes, unless both name different ones; or one stops every
+    broker at once, which no rpc fault can meet."""
     (cell, fault), (other_cell, other_fault) = one, other
     fam, other_fam = declarations()[cell.kind].family, declarations()[other_cell.kind].family
     stops, other_stops = fam in _ON_MEMBER_PROCESSES, other_fam in _ON_MEMBER_PROCESSES
     if not ((stops and (other_stops or other_fam == "rpc")) or (other_stops and fam == "rpc")):
         return False
     role, other_role = Role(cell.role), Role(other_cell.role)
+    if ((fam == "process" and role is Role.ALL_BROKERS and other_fam == "rpc")
+            or (other_fam == "process" and other_role is Role.ALL_BROKERS and fam == "rpc")):
+        # every broker stopped at once: no request reaches one, so an rpc fault on any process acts on nothing
+        # (found exploring the python-service example: an OffsetCommit fault on a member while all brokers were
+        # killed); a rolling restart (topology) keeps all but one up
+        return True
     if Role.TOPIC in (role, other_role) or (role in MEMBER_ROLES) != (other_role in MEMBER_ROLES):
         return False
     named = {role, other_role} <= {Role.MEMBER, Role.NODE}
