@@ -9,12 +9,21 @@ affected. Heal: the rules removed.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import Counter
 
 from chaos.model.faults.network import Partition
 from chaos.model.target import Role
 from chaos.nemesis.evidence import Active
 from chaos.nemesis.kinds import Injection, register
+
+#: the cutter's lines each cluster's partition faults hold in force now (a line twice: two faults added it)
+_IN_FORCE: weakref.WeakKeyDictionary[object, Counter[str]] = weakref.WeakKeyDictionary()
+#: cuts, heals and their evidence one at a time: two live triggers may fire on one group event and inject at once,
+#: and a fault's own lines are what its cuts added to the chain (found exploring 3.9.1: two partitions injected
+#: together counted each other's lines, "3 of its 7 partition rules left", and the run was unknown)
+_LOCK = threading.Lock()
 
 
 def partition(cluster, node: str, peers: list[str]) -> Active:
@@ -24,31 +33,40 @@ def partition(cluster, node: str, peers: list[str]) -> Active:
     controller's and the coordinator's, on one broker) add the same lines twice, and the first heal removes
     one copy of each (``iptables -D`` deletes one match), leaving the other fault's in force. Found exploring
     the python-service example: the first of two such heals was recorded not confirmed, "4 partition rules
-    left", the other fault's, and the run was unknown.
+    left", the other fault's, and the run was unknown. A heal is confirmed when no more copies of the fault's
+    lines are left than other faults of the cluster still hold in force.
     """
-    before = Counter(cluster.partition_rules())
-    for p in peers:
-        cluster.partition(node, p)
-    mine = Counter(cluster.partition_rules()) - before  # an identical line of another fault counted apart
-    at_mend: Counter[str] = Counter()
+    with _LOCK:
+        before = Counter(cluster.partition_rules())
+        for p in peers:
+            cluster.partition(node, p)
+        mine = Counter(cluster.partition_rules()) - before  # an identical line of another fault counted apart
+        _IN_FORCE.setdefault(cluster, Counter()).update(mine)
+
+    healed = threading.Event()
 
     def mend() -> None:
-        at_mend.update(cluster.partition_rules())
-        for p in peers:
-            cluster.unpartition(node, p)
+        with _LOCK:
+            if not healed.is_set():  # its lines leave the cluster's count once
+                _IN_FORCE[cluster].subtract(mine)
+                healed.set()
+            for p in peers:
+                cluster.unpartition(node, p)
 
     def listed():
-        rules = Counter(cluster.partition_rules())
+        with _LOCK:
+            rules = Counter(cluster.partition_rules())
         added = sum(mine.values())
         return (added >= 2 * len(peers) and not mine - rules,
                 f"{added} DROP rules cut {node} from {', '.join(peers)}")
 
     def gone():
-        rules = Counter(cluster.partition_rules())
-        # each of this fault's lines: as many copies fewer than just before its heal as it had added
-        left = sum(max(0, n - (at_mend[line] - rules[line])) for line, n in mine.items())
-        others = sum(rules.values()) - left
-        return not left, f"{left} of its {sum(mine.values())} partition rules left ({others} of other faults in force)"
+        with _LOCK:
+            rules = Counter(cluster.partition_rules())
+            others = +_IN_FORCE[cluster]  # the lines of the cluster's faults not healed yet
+        left = sum(min(n, max(0, rules[line] - others[line])) for line, n in mine.items())
+        return not left, (f"{left} of its {sum(mine.values())} partition rules left "
+                          f"({sum(others.values())} of other faults in force)")
 
     return Active([node], mend, listed, gone)
 

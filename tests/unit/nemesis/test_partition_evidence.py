@@ -7,6 +7,9 @@ chain is exercised on a cluster by tests/integration/test_nemesis.py::test_pairw
 
 from __future__ import annotations
 
+import threading
+import time
+
 from chaos.nemesis.kinds.network import partition
 
 
@@ -52,3 +55,37 @@ def test_a_heal_that_left_its_rules_is_not_confirmed():
     table.lines += kept  # the deletion did not take (another driver re-added them, a failed -D)
     ok, why = cut.verify_healed()
     assert not ok and why == "2 of its 2 partition rules left (0 of other faults in force)"
+
+
+class SlowRuleTable(RuleTable):
+    """iptables takes its time per command: another fault's cut can land between two of this one's."""
+
+    def partition(self, a: str, b: str) -> None:
+        time.sleep(0.02)
+        super().partition(a, b)
+
+
+def test_two_partitions_injected_at_once_each_count_their_own_rules():
+    # found exploring 3.9.1: two live triggers fired on one group event and injected a partition each; one counted
+    # 7 rules and the other 8 ("3 of its 7 partition rules left", "-4 of other faults"), and the run was unknown
+    table = SlowRuleTable()
+    cuts = {}
+    start = threading.Barrier(2)
+
+    def inject(node: str, peers: list[str]) -> None:
+        start.wait()
+        cuts[node] = partition(table, node, peers)
+
+    threads = [threading.Thread(target=inject, args=("broker-1", ["broker-2", "broker-3"])),
+               threading.Thread(target=inject, args=("broker-2", ["broker-1", "broker-3"]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert cuts["broker-1"].verify_effect() == (True, "4 DROP rules cut broker-1 from broker-2, broker-3")
+    assert cuts["broker-2"].verify_effect() == (True, "4 DROP rules cut broker-2 from broker-1, broker-3")
+    cuts["broker-2"].heal()
+    assert cuts["broker-2"].verify_healed() == (True, "0 of its 4 partition rules left (4 of other faults in force)")
+    cuts["broker-1"].heal()
+    cuts["broker-1"].heal()  # a second heal changes nothing
+    assert cuts["broker-1"].verify_healed() == (True, "0 of its 4 partition rules left (0 of other faults in force)")
