@@ -51,6 +51,8 @@ def stats_text(stats: dict[str, Any], api: str, action: RpcAction) -> str:
     if by:
         text += f" ({by}) from {stats.get('first')} to {stats.get('last')}"
     text += f"; {stats.get('seen', 0)} {api} request(s) seen while it was on"
+    if stats.get("unanswered"):
+        text += f"; {stats['unanswered']} selected one(s) unanswered: their connection closed first"
     if action is RpcAction.DUPLICATE_REQUEST:
         text += f"; the broker answered {stats.get('duplicates_answered', 0)} of the copies"
     if stats.get("errors"):

@@ -42,6 +42,9 @@ type Stats struct {
 	// DuplicatesAnswered counts the broker's answers to duplicated requests (dropped by the toxic): evidence
 	// that the broker handled the copy, not only that the toxic sent it.
 	DuplicatesAnswered int64 `json:"duplicates_answered"`
+	// Unanswered counts requests selected for an action on their answer whose connection closed before the
+	// answer came (the broker killed, the link reset): not acted on, and count's budget is free again.
+	Unanswered int64 `json:"unanswered"`
 	// Errors counts answers the toxic could not decode to act on (passed through unchanged).
 	Errors    int64  `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
@@ -63,7 +66,8 @@ type pending struct {
 	action   string // what to do with the answer; "" = restore the id only, "swallow" = drop (a duplicate's)
 	key      int16
 	version  int16
-	client   int32 // the correlation id the client gave it
+	client   int32  // the correlation id the client gave it
+	conn     *state // the requests' stream of the connection it was sent on
 	errCode  int16
 	delay    time.Duration
 	selected time.Time
@@ -170,6 +174,25 @@ func sendOn(p *pending) int32 {
 	pendingMu.Unlock()
 	p.fault.pendingDelta(1, p.action)
 	return id
+}
+
+// abandon releases the pending requests sent on conn, whose stream ended: no answer to them can come any more.
+// Without it the heal would wait out its drain bound for answers of a broker that is gone.
+func abandon(conn *state) {
+	pendingMu.Lock()
+	defer pendingMu.Unlock()
+	for id, p := range inFlight {
+		if p.conn != conn {
+			continue
+		}
+		delete(inFlight, id)
+		p.fault.pendingDelta(-1, p.action)
+		if p.action != swallow {
+			p.fault.mu.Lock()
+			p.fault.stats.Unanswered++
+			p.fault.mu.Unlock()
+		}
+	}
 }
 
 // answered takes the pending request an answer's correlation id names, if it is one of the toxic's.

@@ -157,7 +157,7 @@ func (t *KafkaToxic) Pipe(stub *toxics.ToxicStub) {
 			case !pc.whole:
 				st.out = append(st.out, pc.data)
 			case t.Side == "requests":
-				st.out = append(st.out, t.request(f, pc.data)...)
+				st.out = append(st.out, t.request(f, pc.data, st)...)
 			default:
 				st.out = append(st.out, t.response(pc.data, st, false)...)
 			}
@@ -169,6 +169,9 @@ func (t *KafkaToxic) Pipe(stub *toxics.ToxicStub) {
 		case c := <-stub.Input:
 			if c == nil {
 				t.flush(stub, st)
+				if t.Side == "requests" { // the connection is over: what it sent on will not be answered
+					abandon(st)
+				}
 				stub.Close()
 				return
 			}
@@ -212,7 +215,7 @@ func (t *KafkaToxic) flush(stub *toxics.ToxicStub, st *state) {
 }
 
 // request decides about one request frame (upstream) and returns what goes on to the broker.
-func (t *KafkaToxic) request(f *fault, frame []byte) [][]byte {
+func (t *KafkaToxic) request(f *fault, frame []byte, conn *state) [][]byte {
 	h, err := parseRequestHeader(frame)
 	if err != nil || h.APIKey != t.APIKey || !f.selects(t.Count, t.probability()) {
 		return [][]byte{frame}
@@ -225,12 +228,12 @@ func (t *KafkaToxic) request(f *fault, frame []byte) [][]byte {
 	case DuplicateRequest:
 		f.acted(h.APIKey, h.APIVersion, now)
 		dup := sendOn(&pending{fault: f, action: swallow, key: h.APIKey, version: h.APIVersion,
-			client: h.CorrelationID, selected: now})
+			client: h.CorrelationID, conn: conn, selected: now})
 		return [][]byte{frame, withRequestCorrelation(frame, dup)}
 	default: // an action on the answer: the downstream toxic finds it by the id it leaves with
 		id := sendOn(&pending{fault: f, action: t.Action, key: h.APIKey, version: h.APIVersion,
-			client: h.CorrelationID, errCode: t.ErrorCode, delay: time.Duration(t.DelayMs) * time.Millisecond,
-			selected: now})
+			client: h.CorrelationID, conn: conn, errCode: t.ErrorCode,
+			delay: time.Duration(t.DelayMs) * time.Millisecond, selected: now})
 		return [][]byte{withRequestCorrelation(frame, id)}
 	}
 }

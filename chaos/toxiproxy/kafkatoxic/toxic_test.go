@@ -208,3 +208,32 @@ func TestCleanupPassesOnAHeldAnswerWithItsClientsID(t *testing.T) {
 		t.Fatalf("answers %v", got)
 	}
 }
+
+func TestARequestWhoseConnectionClosedUnansweredFreesItsPlace(t *testing.T) {
+	// found exploring 3.9.1: an OffsetCommit error fault selected a commit, then the coordinator was killed;
+	// the answer never came, the heal waited out its drain bound, and count's budget stayed spent
+	req, _ := pair(Error, 14)
+	up := run(req)
+	up.send(request(14, 5, 5, "a"))
+	if got := ids(t, up.frames(t, 1, 2*time.Second), true); len(got) != 1 || got[0] >= 0 {
+		t.Fatalf("sent %v", got)
+	}
+	if s := statsOf(req.Fault); s.Pending != 1 {
+		t.Fatalf("before the close: %+v", s)
+	}
+	close(up.in) // the link's reader is done: the connection is over
+	select {
+	case <-up.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the toxic did not end with its stream")
+	}
+	if s := statsOf(req.Fault); s.Pending != 0 || s.Unanswered != 1 || s.Acted != 0 {
+		t.Fatalf("after the close: %+v", s)
+	}
+	// the budget is free: on a new connection, the next matching request is selected
+	again := run(req)
+	again.send(request(14, 5, 9, "b"))
+	if got := ids(t, again.frames(t, 1, 2*time.Second), true); len(got) != 1 || got[0] >= 0 {
+		t.Fatalf("sent %v", got)
+	}
+}

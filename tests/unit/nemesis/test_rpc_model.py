@@ -104,6 +104,9 @@ def test_a_fault_is_two_kafka_toxics_answers_first_with_one_fault_name():
 def test_the_evidence_text_says_what_it_acted_on_or_that_it_acted_on_nothing():
     none = stats_text({"seen": 0, "acted": 0, "by_version": {}}, "SyncGroup", RpcAction.DROP_RESPONSE)
     assert none == "acted on 0 RPC(s); 0 SyncGroup request(s) seen while it was on"
+    gone = stats_text({"seen": 1, "acted": 0, "unanswered": 1, "by_version": {}}, "OffsetCommit", RpcAction.ERROR)
+    assert gone == ("acted on 0 RPC(s); 1 OffsetCommit request(s) seen while it was on; 1 selected one(s) "
+                    "unanswered: their connection closed first")
     some = stats_text({"seen": 3, "acted": 1, "by_version": {"SyncGroup v5": 1}, "first": "a", "last": "b",
                        "errors": 1, "last_error": "decoding"}, "SyncGroup", RpcAction.ERROR)
     assert some.startswith("acted on 1 RPC(s) (SyncGroup v5: 1) from a to b; 3 SyncGroup request(s) seen")
