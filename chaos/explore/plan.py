@@ -466,9 +466,10 @@ def _may_meet(one: tuple[Cell, dict[str, Any]], other: tuple[Cell, dict[str, Any
     role, other_role = Role(cell.role), Role(other_cell.role)
     if ((fam == "process" and role is Role.ALL_BROKERS and other_fam == "rpc")
             or (other_fam == "process" and other_role is Role.ALL_BROKERS and fam == "rpc")):
-        # every broker stopped at once: no request reaches one, so an rpc fault on any process acts on nothing
-        # (found exploring the python-service example: an OffsetCommit fault on a member while all brokers were
-        # killed); a rolling restart (topology) keeps all but one up
+        # every broker stopped at once (kill, pause, terminate): no request reaches one, so an rpc fault on any
+        # process acts on nothing (found exploring the python-service example: an OffsetCommit fault on a member
+        # while all brokers were killed); a restart, one broker after the other, is kept apart too
+        # (conservative); a rolling restart (topology) keeps all but one up and is not
         return True
     if Role.TOPIC in (role, other_role) or (role in MEMBER_ROLES) != (other_role in MEMBER_ROLES):
         return False
