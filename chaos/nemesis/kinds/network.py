@@ -43,13 +43,14 @@ def partition(cluster, node: str, peers: list[str]) -> Active:
         mine = Counter(cluster.partition_rules()) - before  # an identical line of another fault counted apart
         _IN_FORCE.setdefault(cluster, Counter()).update(mine)
 
-    healed = threading.Event()
+    healed = False
 
     def mend() -> None:
+        nonlocal healed
         with _LOCK:
-            if not healed.is_set():  # its lines leave the cluster's count once
+            if not healed:  # its lines leave the cluster's count once
                 _IN_FORCE[cluster].subtract(mine)
-                healed.set()
+                healed = True
             for p in peers:
                 cluster.unpartition(node, p)
 
