@@ -79,8 +79,9 @@ LIVE_START_S, LIVE_SLACK_S = 5.0, 5.0
 PROVOKER_CLEAR_S = 4.0
 #: the provoker's fault id: it is listed first (``after_fault`` of a fault that waits for its heal)
 PROVOKER_ID = "f0"
-#: roles that may resolve to the provoker's member at run time (a named member is chosen to avoid it)
-_MAY_HIT_PROVOKER = frozenset({Role.ALL_MEMBERS, Role.RANDOM_MEMBER, Role.GROUP_LEADER})
+#: roles that may resolve to any member at run time: the provoker's (a named member is chosen to avoid it), the
+#: one a revocation trigger waits for
+_ANY_MEMBER = frozenset({Role.ALL_MEMBERS, Role.RANDOM_MEMBER, Role.GROUP_LEADER})
 #: families whose faults on members act on their processes or their membership (a rolling restart of all
 #: members is topology's); link and rpc faults act on the member's proxy and client id, which a bounce keeps
 _ON_MEMBER_PROCESSES = frozenset({"process", "membership", "topology"})
@@ -412,7 +413,7 @@ class Plan:
                         clear: float) -> tuple[Cell, dict[str, Any]]:
         """``fault``, moved past the provoker's bounce when it acts on member processes and may hit the
         bounced member (the module docstring); ``clear`` is when the bounced member is back."""
-        if declarations()[cell.kind].family not in _ON_MEMBER_PROCESSES or Role(cell.role) not in _MAY_HIT_PROVOKER:
+        if declarations()[cell.kind].family not in _ON_MEMBER_PROCESSES or Role(cell.role) not in _ANY_MEMBER:
             return cell, fault
         trigger = dict(fault["trigger"])
         if "at_s" in trigger:
@@ -445,12 +446,27 @@ def _fits(chosen: list[tuple[Cell, dict[str, Any]]], fault: tuple[Cell, dict[str
       replaced, or an rpc fault acts on nothing (found exploring the python-service example: a subscription
       change undone by a bounce of every member, a pause of consumer-0 while the group leader consumer-0 was
       killed, a pause of one partition leader killed as the controller, a Heartbeat fault on the coordinator
-      killed by another fault)."""
+      killed by another fault).
+    - A fault that waits for a member's revocation and such a fault on a role that may resolve to any member
+      (:func:`_may_hide_revocation`)."""
     run = [*chosen, fault]
     if (any(declarations()[c.kind].replaces_target for c, _f in run)
             and sum(Role(c.role) in MEMBER_ROLES for c, _f in run) > 1):
         return False
-    return not any(_may_meet(k, fault) for k in chosen)
+    return not any(_may_meet(k, fault) or _may_hide_revocation(k, fault) or _may_hide_revocation(fault, k)
+                   for k in chosen)
+
+
+def _may_hide_revocation(waiting: tuple[Cell, dict[str, Any]], other: tuple[Cell, dict[str, Any]]) -> bool:
+    """Whether ``waiting`` waits for a member's revocation (``on_revoked``) that ``other`` may keep from ever
+    being seen: ``other`` stops, replaces or changes member processes (:data:`_ON_MEMBER_PROCESSES`) on a role
+    that may resolve to any member, the awaited one included, and a killed or replaced member revokes nothing.
+    A fault on a named member is spared by the draw instead (:meth:`Plan._spare_revoked_members`). Found
+    exploring 4.4.0 with KIP-848 members: a kill and a crash_replace of a random member each took consumer-0
+    while another fault waited for consumer-0's revocation, which never came; both runs were unknown."""
+    (_cell, fault), (other_cell, _other_fault) = waiting, other
+    return ("on_revoked" in fault.get("trigger", {})
+            and declarations()[other_cell.kind].family in _ON_MEMBER_PROCESSES and Role(other_cell.role) in _ANY_MEMBER)
 
 
 def _may_meet(one: tuple[Cell, dict[str, Any]], other: tuple[Cell, dict[str, Any]]) -> bool:

@@ -376,6 +376,33 @@ def test_a_fault_that_stops_a_process_never_meets_another_fault_on_a_process_it_
     assert _fits([(Cell("kill", "coordinator", "time", "short", "*"), {})], replace)
 
 
+def test_a_revocation_trigger_never_meets_a_fault_that_may_kill_its_member_unseen():
+    # found exploring 4.4.0 with KIP-848 members: a kill and a crash_replace of a random member took consumer-0
+    # while another fault waited for consumer-0's revocation; it never came and both runs were unknown
+    any_member = {Role.RANDOM_MEMBER, Role.ALL_MEMBERS, Role.GROUP_LEADER}
+    stopping = {"process", "membership", "topology"}
+    waiting = 0
+    for plan in (Plan(load_experiment("baseline"), seed) for seed in (35, 7)):
+        for _ in range(150):
+            faults = plan.next().experiment.faults
+            waiting += any(f.trigger.on_revoked for f in faults)
+            for f in faults:
+                # the revocations other faults of the run wait for (a fault may wait for one and then kill)
+                awaited = {g.trigger.on_revoked for g in faults if g is not f and g.trigger.on_revoked}
+                if awaited and declarations()[f.type].family in stopping:
+                    assert f.target not in any_member and f.node not in awaited, faults
+    assert waiting >= 20  # the plan still draws revocation triggers, beside other faults too
+    revoked = (Cell("limit_data", "node", "revoked", "long", "*"), {"trigger": {"on_revoked": "consumer-0"}})
+    kill_any = (Cell("kill", "random_member", "preparing", "short", "*"), {"trigger": {"state": "PreparingRebalance"}})
+    assert not _fits([kill_any], revoked) and not _fits([revoked], kill_any)
+    assert not _fits([revoked], (Cell("crash_replace", "random_member", "time", "short", "*"), {"trigger": {}}))
+    # near misses: a fault on links of any member, a kill of a broker, a kill at a time with no revocation awaited
+    assert _fits([revoked], (Cell("limit_data", "random_member", "time", "short", "*"), {"trigger": {}}))
+    assert _fits([revoked], (Cell("kill", "coordinator", "time", "short", "*"), {"trigger": {}}))
+    assert _fits([(Cell("pause", "node", "time", "short", "*"), {"node": "broker-1", "trigger": {"at_s": 2}})],
+                 kill_any)
+
+
 def test_the_topic_grows_only_under_members_that_would_see_it_grow():
     # found by exploring 4.4.0: baseline's members (librdkafka's 5-minute metadata refresh) never took the added
     # partition; a workload whose members refresh every 2 s (the catalogue's partitions-added) is grown
