@@ -40,8 +40,12 @@ Group protocols (:class:`chaos.model.workload.GroupProtocol`):
 Client log: with a :class:`chaos.workload.clients.client_log.ClientLog` the member runs with
 librdkafka's ``debug=cgrp,consumer`` (the group protocol — JoinGroup, SyncGroup, heartbeats and
 their errors, rejoins, member id resets — and the consumer's offset resets) and ``log_level`` 7,
-delivered through ``logger`` (confluent-kafka serves log lines on ``poll``/``consume``, from the
-client's log queue) into the member's client log.
+and no ``logger``: librdkafka then prints each line itself on stderr, from the thread that logs and
+with its own time (``rd_kafka_log_print``), and the client log captures stderr
+(:meth:`~chaos.workload.clients.client_log.ClientLog.capture_stderr`). Through a ``logger`` the
+lines would wait on the client's log queue, which confluent-kafka serves only in
+``poll``/``consume``: a member blocked in ``commit()`` would record nothing of what librdkafka did
+meanwhile, and each line would carry the time it was served, not the time it was logged.
 
 Assignors (classic): librdkafka implements ``range``, ``roundrobin`` and
 ``cooperative-sticky`` (KIP-429); it has no eager ``sticky`` assignor.
@@ -49,10 +53,12 @@ Assignors (classic): librdkafka implements ``range``, ``roundrobin`` and
 
 from __future__ import annotations
 
-import logging
+import re
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -124,13 +130,28 @@ def consumer_config(cfg: WorkerConfig) -> dict[str, object]:
     return conf
 
 
+#: a line librdkafka prints itself (``rd_kafka_log_print``): ``%LEVEL|SECONDS.MILLIS|FACILITY|NAME| TEXT``
+_PRINTED = re.compile(r"%(?P<level>[0-7])\|(?P<s>\d+)\.(?P<ms>\d{3})\|(?P<fac>[^|]*)\|(?P<name>[^|]*)\| (?P<text>.*)")
+#: syslog levels 0-7 (emerg .. debug) by their ``logging`` names, as the client log writes them
+_LEVEL_NAMES = ("CRITICAL", "CRITICAL", "CRITICAL", "ERROR", "WARNING", "INFO", "INFO", "DEBUG")
+
+
+def client_log_line(printed: str, logger: str) -> str:
+    """A line librdkafka printed, in the client log's format (:meth:`ClientLog.handler`'s) with librdkafka's
+    own time: ``<UTC time> <LEVEL> <logger> <FACILITY> [<client name>] <text>``. Any other line (Python's
+    last words on fd 2) is kept as printed."""
+    m = _PRINTED.fullmatch(printed)
+    if m is None:
+        return printed
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(m["s"]))) + f".{m['ms']}+0000"
+    return f"{when} {_LEVEL_NAMES[int(m['level'])]} {logger} {m['fac']} [{m['name']}] {m['text']}"
+
+
 def debug_config(name: str, log: ClientLog) -> dict[str, object]:
-    """The settings that send librdkafka's group and consumer debug lines to ``log``."""
-    logger = logging.getLogger(f"librdkafka.{name}")
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False  # the client log only, not the worker's stderr
-    logger.addHandler(log.handler())
-    return {"debug": DEBUG_CONTEXTS, "log_level": 7, "logger": logger}
+    """The settings that make librdkafka print its group and consumer debug lines, which ``log`` captures from
+    this process's stderr from now on (see the module docstring)."""
+    log.capture_stderr(partial(client_log_line, logger=f"librdkafka.{name}"))
+    return {"debug": DEBUG_CONTEXTS, "log_level": 7}
 
 
 def member_view(spec: ConsumerSpec, raw: bytes) -> tuple[int | None, str | None]:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 
 from chaos.history.event import ErrorEvent
 from chaos.history.reader import parse_line
 from chaos.history.writer import EventWriter
 from chaos.model.workload import ConsumerSpec
 from chaos.workload.clients.client_log import ClientLog, client_log_path
-from chaos.workload.clients.confluent import DEBUG_CONTEXTS, debug_config
+from chaos.workload.clients.confluent import client_log_line
 from chaos.workload.consumer import Member
 from chaos.workload.spec import WorkerConfig
 
@@ -47,16 +49,47 @@ def test_logging_records_are_written_with_their_utc_time_level_and_logger(tmp_pa
                         line), line
 
 
-def test_librdkafka_logs_the_group_and_consumer_contexts_into_the_client_log(tmp_path):
-    log = ClientLog(tmp_path, "consumer-0")
-    conf = debug_config("consumer-0", log)
-    assert conf["debug"] == DEBUG_CONTEXTS == "cgrp,consumer" and conf["log_level"] == 7
-    logger = conf["logger"]
-    assert isinstance(logger, logging.Logger) and not logger.propagate
-    # confluent-kafka hands each librdkafka line to logger.log(level, "%s [%s] %s", fac, name, text)
-    logger.log(logging.DEBUG, "%s [%s] %s", "JOINGROUP", "rdkafka#consumer-1", "JoinGroup response: GenerationId 3")
-    log.close()
-    assert "JOINGROUP [rdkafka#consumer-1] JoinGroup response" in client_log_path(tmp_path, "consumer-0").read_text()
+def test_a_line_librdkafka_prints_is_written_in_the_client_log_format_with_its_own_time():
+    printed = '%7|1795973377.103|JOINGROUP|consumer-0#consumer-1| [thrd:main]: JoinGroup response: GenerationId 3'
+    assert client_log_line(printed, "librdkafka.consumer-0") == (
+        "2026-11-29T17:29:37.103+0000 DEBUG librdkafka.consumer-0 JOINGROUP [consumer-0#consumer-1] "
+        "[thrd:main]: JoinGroup response: GenerationId 3")
+    assert client_log_line("%3|1795973377.004|FAIL|c#consumer-1| [thrd:x]: down", "l").split()[1] == "ERROR"
+    # anything else on fd 2 (Python's last words) is kept as printed
+    assert client_log_line("Fatal Python error: Aborted", "l") == "Fatal Python error: Aborted"
+
+
+#: a member that never polls: librdkafka's lines must reach the client log all the same
+NOT_POLLING = """
+import sys, time
+from confluent_kafka import Consumer
+from chaos.workload.clients.client_log import ClientLog, client_log_path
+from chaos.workload.clients.confluent import DEBUG_CONTEXTS, debug_config
+
+run_dir = sys.argv[1]
+log = ClientLog(run_dir, "consumer-0")
+conf = debug_config("consumer-0", log)
+assert conf == {"debug": DEBUG_CONTEXTS, "log_level": 7}, conf
+c = Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "client.id": "consumer-0", **conf})
+c.subscribe(["t"])
+print("python's own stderr", file=sys.stderr, flush=True)
+time.sleep(1.5)
+print(client_log_path(run_dir, "consumer-0").read_text().count("\\n"), flush=True)
+log.close()
+"""
+
+
+def test_librdkafka_lines_reach_the_client_log_while_the_member_does_not_poll(tmp_path):
+    """confluent-kafka serves a ``logger``'s lines only in ``poll``; printed on stderr and captured, librdkafka's
+    lines arrive from its own threads (the member here never polls, as one blocked in ``commit()``)."""
+    res = subprocess.run([sys.executable, "-c", NOT_POLLING, str(tmp_path)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert int(res.stdout.strip()) > 0, "no line reached the client log before the member polled (it never did)"
+    text = client_log_path(tmp_path, "consumer-0").read_text()
+    assert re.search(r"^\S+\+0000 DEBUG librdkafka\.consumer-0 CGRPSTATE \[consumer-0#consumer-1\] \[thrd:main\]: ",
+                     text, flags=re.MULTILINE), text[:2000]
+    assert "python's own stderr" in res.stderr and "python's own stderr" not in text
 
 
 def test_a_member_error_links_the_client_log_line_it_follows(tmp_path):
