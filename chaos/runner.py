@@ -99,11 +99,13 @@ ATTACHED = "attached"
 
 class ClusterPool:
     """Keeps clusters alive across runs, one per shape (at most ``size``, least recently used
-    stopped first); a cluster handed out again is healed first.
+    stopped first); a cluster handed out again is healed first, and the topics earlier runs created on it
+    are deleted (:meth:`chaos.cluster.kafka_cluster.KafkaCluster.drop_run_topics`).
 
     With ``attach`` (the session directory of a running local cluster, ``--cluster``) every run gets that
     cluster, attached and healed (:meth:`chaos.cluster.kafka_cluster.KafkaCluster.adopt`), and closing lets it
-    go running; a spec it does not fit is refused (:func:`refuse_unfit`)."""
+    go running, every run's topic kept (the cluster is the user's); a spec it does not fit is refused
+    (:func:`refuse_unfit`)."""
 
     def __init__(self, size: int = 2, backend: str | None = None, attach: Path | None = None) -> None:
         self.size = size
@@ -125,6 +127,7 @@ class ClusterPool:
         cluster = self._clusters.pop(key, None)
         if cluster is not None:
             cluster.heal()
+            cluster.drop_run_topics()  # the last runs' topics, kept until now for whoever reads them
         else:
             evictable = [k for k in self._clusters if k not in self._pinned]
             while len(self._clusters) >= self.size and evictable:

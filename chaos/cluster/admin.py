@@ -22,7 +22,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,6 +36,7 @@ from kafka.errors import (
     NodeNotReadyError,
     TopicAlreadyExistsError,
     UnknownBrokerIdError,
+    UnknownTopicOrPartitionError,
 )
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -413,6 +414,26 @@ class ClusterAdmin:
             self.settled(lambda: True if (len(ps := self._partitions_once(topic)) >= partitions
                                           and all(p["leader"] >= 0 for p in ps)) else None,
                          f"topic {topic} to list {partitions} partitions, each with a leader")
+
+    def topics(self) -> set[str]:
+        """The names of every topic the cluster lists (internal ones included)."""
+        return set(self._call(lambda c: c.list_topics()))
+
+    def delete_topics(self, topics: Iterable[str]) -> set[str]:
+        """DeleteTopics for ``topics``; returns the names still there: those the controller refused, or all of
+        them when it did not answer. A topic already gone counts as deleted. The controller answers once the
+        deletion is decided; the brokers remove the logs afterwards (``file.delete.delay.ms``), and a broker
+        started later does not load a log that was marked for deletion."""
+        names = sorted(topics)
+        if not names:
+            return set()
+        try:
+            res = self._call(lambda c: c.delete_topics(names, timeout_ms=int(self.timeout * 1000), raise_errors=False))
+        except KafkaError:
+            return set(names)
+        gone = UnknownTopicOrPartitionError.errno
+        return {t["name"] for t in res["topics"] if t["error_code"] not in (0, gone)} | (
+            set(names) - {t["name"] for t in res["topics"]})
 
     def set_group_config(self, group: str, configs: dict[str, str]) -> None:
         """Set ``configs`` on consumer group ``group`` (IncrementalAlterConfigs SET on the GROUP resource).

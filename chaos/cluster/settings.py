@@ -108,6 +108,10 @@ def broker_properties(topo: Topology, broker: BrokerPorts, data_dir: Path) -> di
         "unclean.leader.election.enable": "false",
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",
+        # a deleted topic's logs go from disk a second later, not a minute (Kafka's default; the topic-level
+        # name is file.delete.delay.ms): a broker started before they are gone loads them again, and a pool
+        # deletes earlier runs' topics before each run (KafkaCluster.drop_run_topics; bench/broker_restart.py)
+        "log.segment.delete.delay.ms": "1000",
         "group.initial.rebalance.delay.ms": "0",
         "group.min.session.timeout.ms": "500",
         "group.max.session.timeout.ms": "300000",

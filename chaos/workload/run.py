@@ -111,11 +111,10 @@ class WorkloadRun:
         self._write_header()
         self.admin = ClusterAdmin(self.cluster.bootstrap("ctl"))
         # returns once the metadata lists every partition with a leader (bounded)
-        self.admin.create_topic(self.topic, self.spec.partitions, min(self.spec.replication, self.cluster.spec.brokers))
+        self._create_topic(self.topic, self.spec.partitions)
         if self.reporting:
             # one partition: the reports of all members in one order, read to one high watermark at the end
-            self.admin.create_topic(processed_reports.output_topic(self.topic), 1,
-                                    min(self.spec.replication, self.cluster.spec.brokers))
+            self._create_topic(processed_reports.output_topic(self.topic), 1)
         if self.spec.kip848_group_configs:
             # before the first heartbeat: a KIP-848 member's session is the group's (docs/architecture.md)
             self.admin.set_group_config(self.group, self.spec.kip848_group_configs)
@@ -134,6 +133,12 @@ class WorkloadRun:
             self.start_member(name)
         for name in list(self.producer_specs):
             self.start_producer(name)
+
+    def _create_topic(self, topic: str, partitions: int) -> None:
+        """Create one of the run's own topics, noted on the cluster first (a pool deletes it before the next run)."""
+        assert self.admin is not None  # set when the run started
+        self.cluster.note_run_topic(topic)
+        self.admin.create_topic(topic, partitions, min(self.spec.replication, self.cluster.spec.brokers))
 
     def _write_header(self) -> None:
         header = {
@@ -271,9 +276,7 @@ class WorkloadRun:
     def create_extra_topic(self) -> None:
         """Create :attr:`extra_topic` (idempotent); the nemesis does it before the chaos phase."""
         if not self._extra_created:
-            assert self.admin is not None  # set when the run started
-            self.admin.create_topic(self.extra_topic, self.spec.partitions,
-                                    min(self.spec.replication, self.cluster.spec.brokers))
+            self._create_topic(self.extra_topic, self.spec.partitions)
             self._extra_created = True
 
     def change_subscription(self, name: str, topics: list[str]) -> None:
