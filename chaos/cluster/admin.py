@@ -422,8 +422,9 @@ class ClusterAdmin:
     def delete_topics(self, topics: Iterable[str]) -> set[str]:
         """DeleteTopics for ``topics``; returns the names still there: those the controller refused, or all of
         them when it did not answer. A topic already gone counts as deleted. The controller answers once the
-        deletion is decided; the brokers remove the logs afterwards (``file.delete.delay.ms``), and a broker
-        started later does not load a log that was marked for deletion."""
+        deletion is decided; each broker renames the logs and removes them ``log.segment.delete.delay.ms``
+        later (1 s in this project's brokers, a minute by default), and a broker started before that loads
+        them again (measured: bench/broker_restart.py)."""
         names = sorted(topics)
         if not names:
             return set()

@@ -544,8 +544,9 @@ class KafkaCluster:
         cluster kept every run's topic. In an hour of exploration on 3.9.1 the confirmed heal of a broker kill
         grew from 3-5 s (runs 3-34) to 10-22 s (runs 99-128). :class:`chaos.runner.ClusterPool` calls this
         before it hands a cluster out again, so a run's topic is kept until the next run on that cluster
-        starts (a test may read it after its run). Best effort: a topic the controller did not delete stays
-        noted and is asked for again next time; the next run does not need it gone."""
+        starts (a test may read it after its run). The brokers remove the logs a second later
+        (``log.segment.delete.delay.ms``, :mod:`chaos.cluster.settings`). Best effort: a topic the controller
+        did not delete stays noted and is asked for again next time; the next run does not need it gone."""
         self._run_topics = self.admin.delete_topics(self._run_topics)
 
     def bootstrap(self, lane: str = CONTROL_LANE) -> str:
