@@ -432,9 +432,8 @@ class ClusterAdmin:
             res = self._call(lambda c: c.delete_topics(names, timeout_ms=int(self.timeout * 1000), raise_errors=False))
         except KafkaError:
             return set(names)
-        gone = UnknownTopicOrPartitionError.errno
-        return {t["name"] for t in res["topics"] if t["error_code"] not in (0, gone)} | (
-            set(names) - {t["name"] for t in res["topics"]})
+        answered = {t["name"]: t["error_code"] for t in res["topics"]}  # a name left out: not deleted
+        return {n for n in names if answered.get(n) not in (0, UnknownTopicOrPartitionError.errno)}
 
     def set_group_config(self, group: str, configs: dict[str, str]) -> None:
         """Set ``configs`` on consumer group ``group`` (IncrementalAlterConfigs SET on the GROUP resource).
