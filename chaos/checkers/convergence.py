@@ -13,8 +13,22 @@ KIP-62, for members to rejoin), each group must be observed by a
   assignment (the partitions known from assignments, samples and produced
   records; when the sample carries the members' subscriptions, only topics
   some member subscribes to then),
-- and lists only live members (a member id reported by a running member; a
-  killed member's id lingering in the group means it has not been evicted yet);
+- lists only live members (a member id reported by a running member; a
+  killed member's id lingering in the group means it has not been evicted yet),
+- and lists every running member of the group: a sample with fewer members
+  than the group has member processes running is not converged, and names the
+  running members it matches neither by member id nor by ``client.id``. A
+  member process that is alive but out of its group is not consuming: the
+  coordinator removed it (its session expired, or it left when its
+  ``max.poll.interval.ms`` ran out, KIP-62) and it never joined again, e.g. a
+  client stuck in a call that never returns. Within the bound it may rejoin
+  (the same bound covers the coordinator's wait for it); past the bound it is
+  a violation. Counting first keeps a member whose id the history does not
+  link (an application's own ``client.id``, a black box's id) from being
+  called absent while the group lists as many members as are running.
+  Running members sharing one ``group.instance.id`` count once: the group
+  holds one member per static instance id (KIP-345), and a duplicate is the
+  static-membership checker's to judge;
 
 and, when records were acknowledged after T0 on the group's topics, a member of
 the group must process something after T0 within the bound (consumption
@@ -171,6 +185,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
 
     live: dict[str, str | None] = {}  # source -> member id (None: not yet known), for running members
     group_of: dict[str, str] = {}
+    instance_of: dict[str, str | None] = {}  # source -> its group.instance.id (KIP-345), None when dynamic
     recovered: dict[str, tuple[int, int]] = {}  # group -> (ns, seq) of the first converged sample
     last_sample: dict[str, tuple[int, int, str]] = {}
     samples_after: dict[str, int] = {}
@@ -198,6 +213,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         if type(e) is MemberStart:
             live[e.source] = None
             group_of[e.source] = e.group
+            instance_of[e.source] = e.instance_id
             boxes.started(e)
         elif type(e) is MemberStop:
             live.pop(e.source, None)
@@ -208,7 +224,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 continue
             g = e.group
             subscribed = idx.subscribed(e)
-            problem = _problem(e, subscribed, live, group_of)
+            problem = _problem(e, subscribed, live, group_of, instance_of)
             if g in recovered:
                 _held(e, subscribed, problem, episodes, bad_generations, bound, log, idx)
                 continue
@@ -371,7 +387,7 @@ def _committed_progress(idx: HistoryIndex, group: str, t0: int, cutoff: int) -> 
 
 
 def _problem(s: GroupStateSample, parts: AbstractSet[tuple[str, int]], live: dict[str, str | None],
-             group_of: dict[str, str]) -> str | None:
+             group_of: dict[str, str], instance_of: dict[str, str | None]) -> str | None:
     """Why this sample is not converged, or None."""
     if s.state is not GroupState.STABLE:
         return f"state {s.state}"
@@ -389,13 +405,34 @@ def _problem(s: GroupStateSample, parts: AbstractSet[tuple[str, int]], live: dic
     double = [tp for tp, n in count.items() if n > 1]
     if double:
         return f"{fmt_tp(sorted(double)[0])} has {count[sorted(double)[0]]} owners"
-    ids = [mid for src, mid in live.items() if group_of.get(src) == s.group]
+    running = [src for src in live if group_of.get(src) == s.group]
+    absent = _absent(s, running, live, instance_of)
+    if absent is not None:
+        return absent
+    ids = [live[src] for src in running]
     if ids and all(mid is not None for mid in ids):
         known = set(ids)
         for m in s.members:
             if m.assignment and m.member_id not in known:
                 return f"member {m.member_id} owns partitions but is not a running member"
     return None
+
+
+def _absent(s: GroupStateSample, running: list[str], live: dict[str, str | None],
+            instance_of: dict[str, str | None]) -> str | None:
+    """Why ``s`` lacks a running member of its group, or None (module docstring: fewer members listed than
+    running members, those sharing a static instance id counted once)."""
+    seats: dict[str, list[str]] = {}  # one seat in the group per static instance id, else per member process
+    for src in running:
+        seats.setdefault(f"instance {instance_of[src]}" if instance_of.get(src) else src, []).append(src)
+    if len(s.members) >= len(seats):
+        return None
+    listed = {m.member_id for m in s.members} | {m.client_id for m in s.members}
+    instances = {m.instance_id for m in s.members if m.instance_id}
+    absent = [" / ".join(srcs) for seat, srcs in sorted(seats.items())
+              if not any(src in listed or live[src] in listed or instance_of.get(src) in instances for src in srcs)]
+    return (f"{len(s.members)} of {len(seats)} running member(s) in the group"
+            + (f" ({', '.join(absent)} not listed)" if absent else ""))
 
 
 def _mono(e: Event) -> int:
