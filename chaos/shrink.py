@@ -17,7 +17,14 @@ is small and ordered by what saves the most:
    (down to :data:`MIN_DURATION_S`);
 5. **fewer members** — each member removed in turn (faults aimed at a later
    member are renumbered; one aimed at the removed member keeps it);
-6. **fewer partitions** — halved while it still fails; then the chaos phase again.
+6. **fewer partitions** — halved while it still fails; then the chaos phase again;
+7. **a minimal experiment that fails reliably** — the smallest one is run
+   ``confirm`` more times; when it fails in fewer than :data:`RELIABLE` of its
+   runs (its one failure during the search was chance: a wrong consumer that
+   only sometimes meets a rebalance without faults), the smallest that does is
+   found by bisection over the candidates kept before it, back to the replay,
+   so the experiment handed on fails in most runs rather than once (the replay
+   is kept, with its rate, when none does).
 
 A candidate *fails* when one of the target checkers answers false: those named with
 ``--checker``, else the experiment's ``expect_violation`` (the failure it exists to
@@ -66,6 +73,8 @@ MIN_DURATION_S = 0.5
 CHAOS_TAIL_S = 2.0
 #: halvings tried per fault duration (8 s → 0.5 s)
 MAX_HALVINGS = 4
+#: the least share of its runs the minimal experiment must fail in (step 7 of the module docstring)
+RELIABLE = 2 / 3
 
 T = TypeVar("T")
 
@@ -163,6 +172,8 @@ class Shrinker:
         self._cache: dict[str, bool] = {}
         self._runs: dict[str, list[dict[str, Any]]] = {}  # every run of a candidate, by candidate
         self.best: Experiment | None = None
+        #: every failing candidate kept, in the order the search kept them (the last is :attr:`best`)
+        self.kept: list[Experiment] = []
         self.stopped_by = "done"
         #: a run was recorded: until then nothing is written (a shrink that ran nothing leaves no files)
         self.ran = False
@@ -225,6 +236,7 @@ class Shrinker:
 
     def _accept(self, exp: Experiment) -> None:
         self.best = exp
+        self.kept.append(exp)
         self._write_minimal(exp, None)
 
     # ------------------------------------------------------------ candidates
@@ -323,7 +335,7 @@ class Shrinker:
             for step in (self._step_faults, self._step_chaos_phase, self._step_durations, self._step_members,
                          self._step_partitions, self._step_chaos_phase):
                 exp = step(exp)
-            self._confirm(exp)
+            self._settle()
         except BudgetSpent as exc:
             self.stopped_by = "budget"
             self.say(f"budget spent ({exc}): keeping the smallest failing experiment so far")
@@ -333,6 +345,35 @@ class Shrinker:
         finally:
             self._finish()
         return self.best
+
+    def _settle(self) -> None:
+        """Step 7 of the module docstring. The smallest kept candidate is confirmed; when it is not reliable, a
+        bisection over the kept candidates (each derived from the one before, so the larger, the likelier to
+        fail) finds the smallest that is, confirming one candidate per step; it becomes :attr:`best`. The
+        first kept (the replay) is kept, with its rate, when none is reliable."""
+        confirmed: set[int] = set()
+
+        def reliable(i: int) -> bool:
+            self.best = self.kept[i]
+            if i not in confirmed:
+                confirmed.add(i)
+                self._confirm(self.best)
+            failing, runs = self.rate()
+            return failing >= RELIABLE * runs
+
+        lo, hi = 0, len(self.kept) - 1
+        if reliable(hi):
+            return
+        failing, runs = self.rate()
+        self.say(f"the minimal experiment failed in only {failing} of {runs} runs: looking among the "
+                 f"{hi} larger ones kept before it for the smallest that fails reliably")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if reliable(mid):
+                lo = mid
+            else:
+                hi = mid
+        reliable(lo)
 
     def _confirm(self, exp: Experiment) -> None:
         """Run the minimal experiment ``confirm`` more times (fresh seeds): its failure rate, measured."""

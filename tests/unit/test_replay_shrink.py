@@ -5,6 +5,7 @@ delta debugging, and the search's order over a run function whose verdict is a r
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -374,6 +375,31 @@ def test_the_search_keeps_the_one_fault_that_matters_and_shrinks_the_rest(tmp_pa
     assert all(a["kept"] == a["failing"] for a in log if a["step"] != "confirm")
     searched = [e.model_dump_json(exclude={"description"}) for e in s.runs_seen[:-2]]  # before the confirmations
     assert len(searched) == len(set(searched))                        # no candidate ran twice
+
+
+def test_a_minimal_experiment_that_failed_once_by_chance_gives_way_to_one_that_fails_reliably(tmp_path):
+    seen: set[str] = set()
+
+    def rule(e: Experiment) -> bool:
+        if not e.faults:  # without faults it fails the first time only: chance, not the failure
+            key = e.model_dump_json(exclude={"description"})
+            first = key not in seen
+            seen.add(key)
+            return first
+        return _breaks(e)
+
+    s = _shrinker(tmp_path, rule, confirm=2)
+    best = s.shrink()
+    assert s.kept[1].faults == () and len(s.kept) > 2 and s.kept[0] is best  # fault-free ones kept, given up
+    assert best is not None and len(best.faults) == 6               # the replay: the last reliable one
+    assert s.rate() == (3, 3)
+    confirms = [a for a in s.attempts if a.step == "confirm"]
+    assert [(a.faults, a.failing) for a in confirms[-2:]] == [(6, True)] * 2
+    assert all(a.faults == 0 and not a.failing for a in confirms[:-2])
+    assert len(confirms) <= 2 * (1 + math.ceil(math.log2(len(s.kept))))  # a bisection, not a walk back
+    summary = json.loads((s.out / "shrink.json").read_text())
+    assert summary["minimal_faults"] == 6 and (summary["minimal_failed_runs"], summary["minimal_runs"]) == (3, 3)
+    assert load_experiment(s.out / "minimal.yaml").faults == best.faults
 
 
 def test_a_replay_that_passes_is_reported_not_shrunk(tmp_path):
