@@ -362,7 +362,7 @@ class Shrinker:
             return failing >= RELIABLE * runs
 
         lo, hi = 0, len(self.kept) - 1
-        if reliable(hi):
+        if reliable(hi) or hi == 0:
             return
         failing, runs = self.rate()
         self.say(f"the minimal experiment failed in only {failing} of {runs} runs: looking among the "
@@ -373,7 +373,7 @@ class Shrinker:
                 lo = mid
             else:
                 hi = mid
-        reliable(lo)
+        reliable(lo)  # best: the largest reliable one found, or the replay (confirmed here if not yet)
 
     def _confirm(self, exp: Experiment) -> None:
         """Run the minimal experiment ``confirm`` more times (fresh seeds): its failure rate, measured."""

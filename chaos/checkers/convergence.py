@@ -429,7 +429,7 @@ def _absent(s: GroupStateSample, running: list[str], live: dict[str, str | None]
         return None
     listed = {m.member_id for m in s.members} | {m.client_id for m in s.members}
     instances = {m.instance_id for m in s.members if m.instance_id}
-    absent = [" / ".join(srcs) for seat, srcs in sorted(seats.items())
+    absent = [" / ".join(srcs) for _, srcs in sorted(seats.items())
               if not any(src in listed or live[src] in listed or instance_of.get(src) in instances for src in srcs)]
     return (f"{len(s.members)} of {len(seats)} running member(s) in the group"
             + (f" ({', '.join(absent)} not listed)" if absent else ""))
