@@ -4,7 +4,10 @@ Values the user leaves as ``None`` are derived from the history: the largest
 ``session.timeout.ms`` and ``max.poll.interval.ms`` among ``member_start``
 events (the rebalance timeout of the Java client and librdkafka is
 ``max.poll.interval.ms``, KIP-62), falling back to the header's ``configs``
-and then to Kafka's defaults (45 s since KIP-735, 300 s).
+and then to Kafka's defaults (45 s since KIP-735, 300 s). The request timeout
+is the largest among the members: the ``request_timeout_ms`` their specs in
+the header set, else their client's default for its release
+(:func:`chaos.model.clients.default_request_timeout_ms`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chaos.checkers.evidence import declared_request_timeouts_ms
 from chaos.errors import UsageError
 from chaos.history import History, MemberStart
+from chaos.model.clients import UNKNOWN_CLIENT_REQUEST_TIMEOUT_MS, default_request_timeout_ms
 
 KAFKA_DEFAULT_SESSION_TIMEOUT_MS = 45_000  # KIP-735 (Kafka 3.0)
 KAFKA_DEFAULT_MAX_POLL_INTERVAL_MS = 300_000  # KIP-62
@@ -66,6 +71,8 @@ class ResolvedBounds:
     slack_ns: int
     fence_ns: int
     max_findings: int
+    #: the longest any member waits for the answer to one request (its request timeout)
+    request_timeout_ns: int
 
 
 def _config_ms(configs: Mapping[str, Any], key: str) -> int | None:
@@ -108,4 +115,8 @@ def resolve(bounds: CheckerBounds, history: History, starts: list[MemberStart]) 
     convergence = (int(bounds.convergence_s * s) if bounds.convergence_s is not None
                    else (session + rebalance) * 1_000_000 + margin)
     fence = int(bounds.fence_s * s) if bounds.fence_s is not None else session * 1_000_000 + slack + margin
-    return ResolvedBounds(session * 1_000_000, rebalance * 1_000_000, convergence, slack, fence, bounds.max_findings)
+    declared = declared_request_timeouts_ms(history)
+    request = max((declared.get(s.source) or default_request_timeout_ms(s.client, s.client_version) for s in starts),
+                  default=UNKNOWN_CLIENT_REQUEST_TIMEOUT_MS)
+    return ResolvedBounds(session * 1_000_000, rebalance * 1_000_000, convergence, slack, fence, bounds.max_findings,
+                          request * 1_000_000)

@@ -34,6 +34,14 @@ and, when records were acknowledged after T0 on the group's topics, a member of
 the group must process something after T0 within the bound (consumption
 resumed). Time-to-recover (T0 to the first such sample) is reported.
 
+A fault that loses requests (trait ``loses_requests``: a black hole, an rpc
+fault dropping requests or answers) acts past its end: a client that sent a
+request just before the heal waits for its answer until its request timeout
+(``socket.timeout.ms``, ``request.timeout.ms``) runs out, and may meanwhile
+leave its group (``max.poll.interval.ms``) and rejoin only then. When such a
+fault ends at E, the bound counts from E + the members' request timeout
+(the later of the two deadlines applies).
+
 Convergence must then *hold* until the end of the run (the ``teardown``
 phase, when the runner stops the members, is not judged). After the first
 converged sample, a later sample that is not converged is
@@ -120,6 +128,7 @@ from chaos.history import (
 )
 from chaos.history.event import GroupType
 from chaos.model.checker_name import CheckerName
+from chaos.model.fault_traits import FaultTrait
 
 NAME = CheckerName.CONVERGENCE
 
@@ -166,7 +175,7 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         t0_event = changes[-1] if changes else history.events[0]
     t0 = t0_event.mono_ns
     bound = bounds.convergence_ns
-    deadline = t0 + bound
+    deadline, waited = _deadline(t0, bound, starts, ends, bounds.request_timeout_ns, idx)
 
     parts = {g: set(tps) for g, tps in idx.group_partitions().items()}
     for g in groups:
@@ -251,16 +260,17 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
             ttr_max = max(ttr_max, ttr)
             if ns > deadline:
                 log.violation(f"group {g} converged only {ttr:.3f}s after the heal at {idx.seconds(t0):.3f}s "
-                              f"(bound {bound / 1e9:.1f}s)", t0_event.seq, seq)
+                              f"(bound {bound / 1e9:.1f}s{waited})", t0_event.seq, seq)
         elif not samples_after.get(g):
             undecided.append(f"group {g}: no group_state sample after the heal at {idx.seconds(t0):.3f}s")
         elif min(cutoff, idx.last_ns) < deadline:
             undecided.append(f"group {g}: not converged yet when the history ends "
-                             f"{(min(cutoff, idx.last_ns) - t0) / 1e9:.1f}s after the heal (bound {bound / 1e9:.1f}s)")
+                             f"{(min(cutoff, idx.last_ns) - t0) / 1e9:.1f}s after the heal (bound {bound / 1e9:.1f}s"
+                             f"{waited})")
         else:
             ns, seq, problem = last_sample[g]
             log.violation(f"group {g} did not converge within {bound / 1e9:.1f}s of the heal at "
-                          f"{idx.seconds(t0):.3f}s; last sample: {problem}", t0_event.seq, seq)
+                          f"{idx.seconds(t0):.3f}s{waited}; last sample: {problem}", t0_event.seq, seq)
         topics = {t for t, _ in parts.get(g, ())}
         pending = [produced_after[t] for t in topics if t in produced_after]
         if pending:
@@ -269,8 +279,8 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
                 if min(cutoff, idx.last_ns) < deadline and got is None:
                     undecided.append(f"group {g}: no consumption yet when the history ends")
                 else:
-                    log.violation(f"group {g}: consumption did not resume within {bound / 1e9:.1f}s of the heal "
-                                  "although records were produced", t0_event.seq, min(pending),
+                    log.violation(f"group {g}: consumption did not resume within {bound / 1e9:.1f}s of the heal"
+                                  f"{waited} although records were produced", t0_event.seq, min(pending),
                                   *([got[1]] if got else []))
     end_ns = min(cutoff, idx.last_ns)
     open_at_end = 0
@@ -284,14 +294,37 @@ def check(history: History, bounds: ResolvedBounds) -> Result:
         else:
             open_at_end += 1
     metrics = {"time_to_recover_s": ttr_max, "groups": len(groups), "converged_groups": len(recovered),
-               "bound_s": bound / 1e9, "violations": log.violation_count,
+               "bound_s": bound / 1e9, "deadline_after_heal_s": (deadline - t0) / 1e9,
+               "violations": log.violation_count,
                "unsettled_at_end": open_at_end}
     unknown = "; ".join(undecided) if undecided else None
     tail = (f"; {open_at_end} group(s) were mid-rebalance when the history ended (shorter than the bound: "
             "not judged)" if open_at_end else "")
     return log.result(NAME, f"every group converged after the heal (time to recover {ttr_max:.3f}s, "
-                      f"bound {bound / 1e9:.1f}s), stayed converged to the end and consumption resumed{tail}",
+                      f"bound {bound / 1e9:.1f}s{waited}), stayed converged to the end and consumption resumed{tail}",
                       f"{log.violation_count} convergence failure(s)", metrics, unknown=unknown)
+
+
+def _deadline(t0: int, bound: int, starts: dict[str, FaultStart], ends: list[FaultEnd], request_timeout: int,
+              idx: HistoryIndex) -> tuple[int, str]:
+    """When the group must have converged, and what the messages add when that is later than ``t0 + bound``.
+
+    A fault that loses requests (:attr:`FaultTrait.LOSES_REQUESTS`) acts on the clients past its end: a request
+    lost just before the heal keeps its client waiting until its request timeout runs out (e.g. a synchronous
+    commit in a revocation callback whose answer was dropped: librdkafka gives up after ``socket.timeout.ms``, and
+    the member, past ``max.poll.interval.ms`` meanwhile, rejoins only then). The bound then counts from the end of
+    the last such fault plus the members' request timeout."""
+    deadline, waited = t0 + bound, ""
+    lost = [e for e in ends if e.fault_id in starts and FaultTrait.LOSES_REQUESTS in starts[e.fault_id].effects]
+    if lost:
+        last = max(lost, key=lambda e: e.mono_ns)
+        given_up = last.mono_ns + request_timeout
+        if given_up + bound > deadline:
+            deadline = given_up + bound
+            waited = (f", counted from {idx.seconds(given_up):.3f}s: fault {last.fault_id} lost requests until "
+                      f"{idx.seconds(last.mono_ns):.3f}s and a client waits up to its request timeout, "
+                      f"{request_timeout / 1e9:.0f}s, for an answer")
+    return deadline, waited
 
 
 def _held(s: GroupStateSample, subscribed: frozenset[tuple[str, int]], problem: str | None,

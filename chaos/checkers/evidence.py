@@ -78,6 +78,13 @@ def _specs_of(experiment: object) -> list[tuple[str, Mapping[str, object]]]:
             if isinstance(spec, Mapping)]
 
 
+def declared_request_timeouts_ms(history: History) -> dict[str, int]:
+    """Member name -> the ``request_timeout_ms`` its spec in the run's header sets (members that set none are left
+    out: their client's default applies, :func:`chaos.model.clients.default_request_timeout_ms`)."""
+    return {name: timeout for name, spec in _declared_specs(history)
+            if isinstance(timeout := spec.get("request_timeout_ms"), int) and timeout > 0}
+
+
 def declared_share_group(history: History) -> bool:
     """Whether the run's experiment declares a share group (``workload.share``, KIP-932) as its group."""
     experiment = history.header.experiment

@@ -621,8 +621,9 @@ class ShareGroupStateSample(Event):
 #: each kind declared them when they began to be recorded. Frozen: a run recorded then keeps the meaning it
 #: had, whatever a kind declares later. A kind not named here reads as having none.
 LEGACY_TRAITS: Mapping[str, frozenset[FaultTrait]] = {
-    **dict.fromkeys(("kill", "terminate", "pause", "bounce", "black_hole", "link_down", "partition", "disconnect"),
+    **dict.fromkeys(("kill", "terminate", "pause", "bounce", "link_down", "partition", "disconnect"),
                     frozenset({FaultTrait.TAKES_TARGET_OUT})),
+    "black_hole": frozenset({FaultTrait.TAKES_TARGET_OUT, FaultTrait.LOSES_REQUESTS}),
     **dict.fromkeys(("latency", "bandwidth", "slicer"), frozenset({FaultTrait.SLOWS_ONLY})),
     "change_subscription": frozenset({FaultTrait.CHANGES_SUBSCRIPTION}),
     "add_partitions": frozenset({FaultTrait.CHANGES_PARTITION_COUNT}),

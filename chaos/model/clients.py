@@ -80,3 +80,27 @@ def parse_client_release(text: str) -> tuple[Client, str]:
         oldest = ".".join(map(str, rules.oldest))
         raise ValueError(f"{client.value} {version} is older than {oldest}, {rules.why_oldest}: use {oldest} or newer")
     return client, version
+
+
+#: The longest a client waits for the answer to one request before it gives up on it, by default, when the
+#: member's spec sets no ``request_timeout_ms``: librdkafka's ``socket.timeout.ms`` (60 s, CONFIGURATION.md), the
+#: Java consumer's ``request.timeout.ms`` (30 s since Kafka 2.0, KAFKA-7050), kafka-python's ``request_timeout_ms``
+#: (305 s in 2.x, "higher than the default of max_poll_interval_ms"; 30 s from 3.0)
+_REQUEST_TIMEOUT_MS = {Client.CONFLUENT_KAFKA: 60_000, Client.JAVA: 30_000, Client.KAFKA_PYTHON: 30_000}
+#: a client kafka-chaos cannot name (a ``command`` member's program): the longest default of the libraries above
+#: that a current release has
+UNKNOWN_CLIENT_REQUEST_TIMEOUT_MS = 60_000
+
+
+def default_request_timeout_ms(client: str, version: str | None) -> int:
+    """The request timeout a member of ``client`` (a :class:`Client` value, or anything else for a client kafka-chaos
+    cannot name) at ``version`` (the library's own release, e.g. ``"2.2.15"``; None or unparsable: the current one)
+    has when nothing sets it: how long a request lost on the way, or its lost answer, keeps the client waiting."""
+    try:
+        known = Client(client)
+    except ValueError:
+        return UNKNOWN_CLIENT_REQUEST_TIMEOUT_MS
+    m = _RELEASE.match(version or "")
+    if known is Client.KAFKA_PYTHON and m is not None and int(m.group(1)) < 3:
+        return 305_000
+    return _REQUEST_TIMEOUT_MS[known]

@@ -34,3 +34,9 @@ class FaultTrait(StrEnum):
     #: codes of one API's answers by ``fault_start.params["error"]``. A checker that reads Kafka's behaviour from the
     #: errors a client reports sets aside those the fault injected (:mod:`chaos.checkers.injected_errors`)
     FALSIFIES_ANSWERS = "falsifies_answers"
+    #: requests or their answers are lost on connections that stay open (Toxiproxy's timeout toxic; an ``rpc``
+    #: fault's ``drop_request`` / ``drop_response``): the client learns of the loss only when its request timeout runs
+    #: out, and waits meanwhile, e.g. in a synchronous commit inside its revocation callback, past
+    #: ``max.poll.interval.ms``, out of its group. So the fault acts on the clients for up to their request timeout
+    #: after it ends, and ``convergence`` counts its bound from then (:mod:`chaos.checkers.convergence`)
+    LOSES_REQUESTS = "loses_requests"

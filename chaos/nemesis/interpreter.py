@@ -411,7 +411,7 @@ class Nemesis:
         self.events.emit(Kind.FAULT_START, mono_ns=inject_ns, fault_id=pf.fault_id,
                          fault_type=pf.spec.type, target_role=pf.spec.target.value,
                          node=",".join(nodes), params=params, trigger=rec.trigger,
-                         traits=sorted(pf.spec.traits))
+                         traits=sorted(pf.spec.traits_in_effect))
         rec.effect_ok = self._emit_verified(pf.fault_id, "effect", actives)
         if sig is not None and rec.intended_state:
             self._landing(rec, rec.intended_state, sig, effect_ns)

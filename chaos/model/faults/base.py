@@ -91,6 +91,12 @@ class FaultSpec(BaseModel):
         """The name an experiment writes in ``type:`` for this kind."""
         return str(get_args(cls.model_fields["type"].annotation)[0])
 
+    @property
+    def traits_in_effect(self) -> frozenset[FaultTrait]:
+        """What this fault does, as recorded in its ``fault_start.traits``: its kind's :attr:`traits`, and what its
+        own fields add where a kind's effect depends on them (an ``rpc`` fault's ``action``)."""
+        return self.traits
+
     def check_in(self, experiment: Experiment, i: int) -> None:
         """Refuse (``ValueError`` naming ``faults.{i}``) what this fault cannot do within ``experiment``."""
 

@@ -98,7 +98,8 @@ class LinkDown(LinkFault):
 class BlackHole(LinkFault):
     type: Literal["black_hole"]
     summary: ClassVar[str] = "timeout toxic 0: data held, connections open (toxic removed)"
-    traits: ClassVar[frozenset[FaultTrait]] = _CUT
+    # Toxiproxy's timeout toxic with timeout 0 drops what it holds: a request sent meanwhile is never answered
+    traits: ClassVar[frozenset[FaultTrait]] = _CUT | {FaultTrait.LOSES_REQUESTS}
 
 
 class ResetPeer(LinkFault):

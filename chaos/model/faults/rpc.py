@@ -113,6 +113,14 @@ class Rpc(FaultSpec):
     #: act on each matching request with this probability (seeded by the run)
     probability: Annotated[float, Field(gt=0, le=1)] | None = None
 
+    @property
+    def traits_in_effect(self) -> frozenset[FaultTrait]:
+        """The kind's traits, and ``loses_requests`` for ``drop_request`` / ``drop_response``: the connection stays
+        open and nothing answers, so the client waits its request timeout."""
+        if self.action in (RpcAction.DROP_REQUEST, RpcAction.DROP_RESPONSE):
+            return self.traits | {FaultTrait.LOSES_REQUESTS}
+        return self.traits
+
     @classmethod
     def explore_fields(cls, rng: random.Random, experiment: Experiment, target: Role,
                        trigger: Trigger) -> dict[str, Any]:

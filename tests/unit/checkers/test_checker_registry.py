@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,24 @@ def test_bounds_derive_from_member_configs_and_header():
     assert r.session_timeout_ns == 10_000 * 10**6  # from header configs when no member_start
     with pytest.raises(UsageError, match="clock_slack_s=-1"):
         CheckerBounds(clock_slack_s=-1)
+
+
+def test_the_request_timeout_is_the_members_largest_declared_or_their_clients_default():
+    """librdkafka 60 s, the Java client 30 s, kafka-python 305 s before 3.0; a spec's ``request_timeout_ms`` wins."""
+    h = simulate(SimulationSpec(seed=3, events=200))
+    starts = index_of(h).of(MemberStart)
+    assert resolve(CheckerBounds(), h, starts).request_timeout_ns == 60 * 10**9  # confluent-kafka members
+    java = [replace(s, client="java", client_version="4.1.0") for s in starts]
+    assert resolve(CheckerBounds(), h, java).request_timeout_ns == 30 * 10**9
+    older = [*java, replace(starts[0], client="kafka-python", client_version="2.2.15")]
+    assert resolve(CheckerBounds(), h, older).request_timeout_ns == 305 * 10**9
+    newer = [*java, replace(starts[0], client="kafka-python", client_version="3.0.12")]
+    assert resolve(CheckerBounds(), h, newer).request_timeout_ns == 30 * 10**9
+    declared = replace(h, header=replace(h.header, experiment={"workload": {"consumers": [
+        {"client": "java", "request_timeout_ms": 90_000}]}}))
+    assert java[0].source == "consumer-0"  # the spec's first consumer
+    assert resolve(CheckerBounds(), declared, java).request_timeout_ns == 90 * 10**9
+    assert resolve(CheckerBounds(), h, []).request_timeout_ns == 60 * 10**9  # nothing known: librdkafka's
 
 
 def test_result_shape():

@@ -18,6 +18,7 @@ from chaos.history import Header, History, from_dict, to_dict
 from chaos.history.event import LEGACY_TRAITS
 from chaos.model.checker_name import CheckerName
 from chaos.model.fault_traits import FaultTrait
+from chaos.model.faults import FaultSpec
 from chaos.nemesis.kinds import kinds
 
 HEADER = Header(1, "t", 0, {}, {}, {})
@@ -114,3 +115,17 @@ def test_a_member_taken_out_by_a_kind_no_checker_knows_leaves_its_partition_with
 
     assert unavailable([]) == 0
     assert unavailable(["takes_target_out"]) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("action, extra, loses", [
+    ("drop_request", {}, True), ("drop_response", {}, True), ("delay", {"delay_ms": 100}, False),
+    ("error", {"error": "NOT_COORDINATOR"}, False), ("duplicate_request", {}, False)])
+def test_an_rpc_fault_records_that_it_loses_requests_only_when_it_drops_them(action, extra, loses):
+    spec = FaultSpec.build(type="rpc", target="member", node="consumer-0", api="OffsetCommit", action=action, **extra)
+    assert (FaultTrait.LOSES_REQUESTS in spec.traits_in_effect) is loses
+    assert spec.traits <= spec.traits_in_effect
+
+
+def test_a_black_hole_loses_requests_and_a_link_down_closes_the_connections_instead():
+    assert FaultTrait.LOSES_REQUESTS in FaultSpec.build(type="black_hole", target="coordinator").traits_in_effect
+    assert FaultTrait.LOSES_REQUESTS not in FaultSpec.build(type="link_down", target="coordinator").traits_in_effect
