@@ -30,6 +30,7 @@ from datetime import datetime
 
 from chaos.harness import ChaosTest
 from chaos.history.event import Commit, FaultStart, FaultVerified
+from chaos.model.fault_traits import FaultTrait
 from chaos.model.faults import FaultSpec
 from tests.waiting import live_events, wait_for
 
@@ -180,6 +181,10 @@ def test_one_members_offset_commit_lost_on_the_way_out_lost_on_the_way_back_and_
         return [(ns - c.mono_ns) // 10**6 for ns, offs in reads[action] if c.mono_ns < ns < until and _covers(offs, c)]
 
     drop_req, drop_resp, dup = (acted_on(a) for a in ("drop_request", "drop_response", "duplicate_request"))
+    # what each fault did, as the checkers read it (convergence counts from a lost request's timeout): the two
+    # drops lose a request, the copy loses none
+    assert {a: FaultTrait.LOSES_REQUESTS in e.effects for a, e in starts.items()} == {
+        "drop_request": True, "drop_response": True, "duplicate_request": False}
     # the client saw both lost commits unanswered for its request timeout (librdkafka then sends them again); the
     # copied one answered as usual
     assert waited(drop_req) >= timeout_s * 0.9, (waited(drop_req), drop_req)
